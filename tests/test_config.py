@@ -94,7 +94,7 @@ BAD = [
     ({"vocab_dropout": {"alpha": 0.0}}, ["vocab_dropout.alpha", "0 < alpha <= 1"]),
     ({"vocab_dropout": {"alpha": 1.01}}, ["vocab_dropout.alpha", "0 < alpha <= 1"]),
     ({"vocab_dropout": {"alpha_final": -1}}, ["vocab_dropout.alpha_final"]),
-    ({"vocab_dropout": {"phases": "sometimes"}}, ["vocab_dropout.phases", "both, train, gen, none"]),
+    ({"vocab_dropout": {"phases": "often"}}, ["vocab_dropout.phases", "both, train, gen, none"]),
     ({"vocab_dropout": {"schedule": "cosine"}}, ["vocab_dropout.schedule", "fixed, linear"]),
     ({"scoring": {"tau_min": 0.8, "tau_max": 0.6}}, ["tau_min", "tau_max"]),
     ({"scoring": {"tau_max": 1.5}}, ["scoring.tau_max"]),

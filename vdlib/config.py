@@ -1,4 +1,4 @@
-"""Typed experiment configuration: every hyperparameter of the paper, validated before any model loads.
+"""Typed experiment configuration: every paper hyperparameter, validated before any model loads.
 
 The defaults are the paper's values (its appendix table "GRPO training hyperparameters",
 ``tab:training_hypers``, and the setup section), i.e. the ``paper`` profile. The ``tiny`` and

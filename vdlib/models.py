@@ -87,6 +87,13 @@ def resolve_dtype(dtype: DType) -> torch.dtype | str:
         raise ValueError(f"unknown dtype {dtype!r}; valid: {valid}") from None
 
 
+def resolve_device(device: str | torch.device) -> str | torch.device:
+    """``"auto"`` -> ``"cuda"`` when a GPU is visible, else ``"cpu"``; anything else unchanged."""
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
 def padded_vocab_size(n_tokens: int, multiple: int = 64) -> int:
     """Smallest multiple of ``multiple`` strictly above ``n_tokens`` (logits wider than ids)."""
     return (n_tokens // multiple + 1) * multiple
@@ -312,7 +319,7 @@ def _resolve_ref(name: str) -> str:
 def load_model(
     name_or_path: str | os.PathLike[str],
     dtype: DType = "float32",
-    device: str | torch.device = "cpu",
+    device: str | torch.device = "auto",
     cache_dir: str | os.PathLike[str] | None = None,
     **kwargs: Any,
 ) -> tuple[Any, Any]:
@@ -323,6 +330,7 @@ def load_model(
     (``seed`` for ``"tiny-random"``; ``from_pretrained`` arguments such as ``revision``).
     """
     resolve_dtype(dtype)  # fail on a bad dtype before any loading
+    device = resolve_device(device)
     cache = Path(cache_dir).expanduser() if cache_dir is not None else None
     name = os.fspath(name_or_path)
     start = time.perf_counter()

@@ -1,0 +1,114 @@
+"""The transformers generation engine on the tiny random model."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import LogitsProcessor
+
+from vdlib.generation import HFEngine, Sample, eos_token_ids
+from vdlib.prompts import proposer_prompt, solver_prompt
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model_and_tokenizer):
+    model, tok = tiny_model_and_tokenizer
+    return HFEngine(model, tok, batch_size=4, show_progress=False)
+
+
+@pytest.fixture(scope="module")
+def prompts(tiny_model_and_tokenizer):
+    _, tok = tiny_model_and_tokenizer
+    return [proposer_prompt(tok), solver_prompt(tok, "What is 2+2?")]
+
+
+class ForceToken(LogitsProcessor):
+    """Forces ``token`` from generation step ``at`` on (to exercise EOS handling)."""
+
+    def __init__(self, token: int, at: int) -> None:
+        self.token, self.at, self.step = token, at, 0
+
+    def __call__(self, input_ids, scores):
+        if self.step >= self.at:
+            scores = torch.full_like(scores, float("-inf"))
+            scores[:, self.token] = 0.0
+        self.step += 1
+        return scores
+
+
+def test_same_seed_same_samples_different_seed_different(engine, prompts):
+    kw = dict(n=3, temperature=1.0, top_p=1.0, max_new_tokens=12)
+    a = engine.generate(prompts, seed=7, **kw)
+    b = engine.generate(prompts, seed=7, **kw)
+    c = engine.generate(prompts, seed=8, **kw)
+    assert [s.token_ids for s in a] == [s.token_ids for s in b]
+    assert [s.text for s in a] == [s.text for s in b]
+    assert [s.token_ids for s in a] != [s.token_ids for s in c]
+
+
+def test_global_rng_untouched(engine, prompts):
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    engine.generate(prompts, n=2, max_new_tokens=4, seed=1)
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_prompt_major_order_and_fields(engine, prompts):
+    out = engine.generate(prompts, n=3, max_new_tokens=5, seed=0)
+    assert len(out) == 6
+    assert [(s.prompt_index, s.sample_index) for s in out] == [
+        (0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
+    assert all(isinstance(s, Sample) and s.prompt == prompts[s.prompt_index] for s in out)
+    assert all(s.mask_seed is None for s in out)
+    d = out[0].to_dict()
+    assert set(d) >= {"prompt", "token_ids", "text", "finish_reason", "seed", "mask_seed"}
+
+
+def test_length_finish_reason(engine, prompts, tiny_model_and_tokenizer):
+    _, tok = tiny_model_and_tokenizer
+    force = ForceToken(token=tok.convert_tokens_to_ids("hello"), at=0)
+    out = engine.generate(prompts[:1], n=2, max_new_tokens=6, seed=0, logits_processors=[force])
+    for s in out:
+        assert s.finish_reason == "length"
+        assert len(s.token_ids) == 6
+        assert s.text == "hello" * 6
+
+
+def test_stop_at_eos_and_logits_processor_applied(engine, prompts, tiny_model_and_tokenizer):
+    model, tok = tiny_model_and_tokenizer
+    eos = eos_token_ids(model, tok)
+    assert tok.eos_token_id in eos
+    out = engine.generate(prompts, n=2, max_new_tokens=20, seed=0,
+                          logits_processors=[ForceToken(tok.eos_token_id, at=3)])
+    for s in out:
+        assert s.finish_reason == "stop"
+        assert len(s.token_ids) == 4 and s.token_ids[-1] == tok.eos_token_id
+        assert "<|im_end|>" not in s.text  # special tokens are not decoded into the text
+
+
+def test_greedy_is_seed_independent_and_padding_safe(engine, tiny_model_and_tokenizer):
+    _, tok = tiny_model_and_tokenizer
+    short = solver_prompt(tok, "1+1?")
+    long = solver_prompt(tok, "A much longer question " * 10)
+    alone = engine.generate([short], temperature=0, max_new_tokens=8, seed=1)
+    batched = engine.generate([long, short], temperature=0, max_new_tokens=8, seed=2)
+    assert alone[0].token_ids == batched[1].token_ids  # left padding does not change the answer
+
+
+def test_more_samples_than_one_batch(engine, prompts):
+    out = engine.generate(prompts[:1], n=9, max_new_tokens=3, seed=0)  # 3 batches of <= 4
+    assert len(out) == 9 and len({s.seed for s in out}) == 3
+
+
+@pytest.mark.parametrize(("kwargs", "word"), [
+    ({"n": 0}, "n"), ({"temperature": -1.0}, "temperature"), ({"top_p": 0.0}, "top_p"),
+    ({"top_k": -1}, "top_k"), ({"max_new_tokens": 0}, "max_new_tokens")])
+def test_bad_arguments(engine, prompts, kwargs, word):
+    with pytest.raises(ValueError, match=word):
+        engine.generate(prompts, **kwargs)
+
+
+def test_single_string_rejected(engine, prompts):
+    with pytest.raises(TypeError, match="sequence of strings"):
+        engine.generate(prompts[0])
