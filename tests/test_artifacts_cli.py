@@ -88,3 +88,25 @@ def test_cli_bad_params_fail_before_the_kernel(tmp_path):
 def test_params_file_naming(tmp_path):
     assert notebook_params_file(tmp_path / "00_quickstart.ipynb", "paper", tmp_path) == \
         tmp_path / "paper" / "quickstart.yaml"
+
+
+def test_generate_proposals_one_mask_per_batch(tiny_model_and_tokenizer):
+    from vdlib.config import CurriculumConfig
+    from vdlib.curriculum import generate_proposals
+    from vdlib.generation import HFEngine
+    from vdlib.vocab_dropout import VocabDropout, mask_seed
+
+    model, tok = tiny_model_and_tokenizer
+    engine = HFEngine(model, tok, batch_size=8, show_progress=False)
+    cfg = CurriculumConfig(num_questions=5, batch_size=2, max_new_tokens=6)
+    vd = VocabDropout.for_model(model, tok, alpha=0.5)
+    samples = generate_proposals(engine, tok, cfg, seed=3, iteration=2, vocab_dropout=vd)
+    assert len(samples) == 5
+    assert [s.mask_seed for s in samples] == [mask_seed(3, 2, "gen", b) for b in (0, 0, 1, 1, 2)]
+    for s in samples:
+        allowed = vd.sample(s.mask_seed)
+        assert all(bool(allowed[t]) for t in s.token_ids)
+    again = generate_proposals(engine, tok, cfg, seed=3, iteration=2, vocab_dropout=vd)
+    assert [s.token_ids for s in again] == [s.token_ids for s in samples]
+    plain = generate_proposals(engine, tok, cfg, seed=3, iteration=2)
+    assert all(s.mask_seed is None for s in plain)

@@ -17,17 +17,35 @@ from vdlib.config import CurriculumConfig
 from vdlib.generation import GenerationEngine, Sample
 from vdlib.parsing import extract_proposal
 from vdlib.prompts import proposer_prompt
+from vdlib.seeding import derive_seed
+from vdlib.vocab_dropout import VocabDropout, mask_seed
 
 __all__ = ["generate_proposals", "proposal_records", "valid_fraction"]
 
 
 def generate_proposals(engine: GenerationEngine, tokenizer: Any, cfg: CurriculumConfig,
-                       n: int | None = None, seed: int = 0) -> list[Sample]:
-    """``n`` (default ``cfg.num_questions``) samples of the proposer prompt."""
+                       n: int | None = None, seed: int = 0, iteration: int = 1,
+                       vocab_dropout: VocabDropout | None = None) -> list[Sample]:
+    """``n`` (default ``cfg.num_questions``) samples of the proposer prompt.
+
+    Generated in batches of ``cfg.batch_size``; batch ``b`` samples with
+    ``derive_seed(seed, "curriculum", iteration, b)`` and, with ``vocab_dropout``, under the
+    fresh mask of ``mask_seed(seed, iteration, "gen", b)`` (paper: one mask per generation batch).
+    """
     prompt = proposer_prompt(tokenizer)
-    return engine.generate([prompt], n=n or cfg.num_questions, temperature=cfg.temperature,
-                           top_p=cfg.top_p, top_k=cfg.top_k, max_new_tokens=cfg.max_new_tokens,
-                           seed=seed)
+    total = n or cfg.num_questions
+    samples: list[Sample] = []
+    for b, start in enumerate(range(0, total, cfg.batch_size)):
+        size = min(cfg.batch_size, total - start)
+        masking = {}
+        if vocab_dropout is not None:
+            masking = {"vocab_dropout": vocab_dropout,
+                       "mask_seed": mask_seed(seed, iteration, "gen", b)}
+        samples += engine.generate([prompt], n=size, temperature=cfg.temperature,
+                                   top_p=cfg.top_p, top_k=cfg.top_k,
+                                   max_new_tokens=cfg.max_new_tokens,
+                                   seed=derive_seed(seed, "curriculum", iteration, b), **masking)
+    return samples
 
 
 def proposal_records(samples: Sequence[Sample]) -> list[dict[str, Any]]:

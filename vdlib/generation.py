@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
 
 from vdlib.seeding import derive_seed
+from vdlib.vocab_dropout import VocabDropout
 
 __all__ = ["Sample", "GenerationEngine", "HFEngine", "eos_token_ids"]
 
@@ -69,9 +70,13 @@ class GenerationEngine(Protocol):
         max_new_tokens: int = 256,
         seed: int = 0,
         logits_processors: Sequence[LogitsProcessor] | None = None,
+        vocab_dropout: VocabDropout | None = None,
+        mask_seed: int | None = None,
     ) -> list[Sample]:
         """``len(prompts) * n`` samples, prompt-major. ``temperature == 0`` is greedy;
-        ``top_k == 0`` and ``top_p == 1`` disable those filters."""
+        ``top_k == 0`` and ``top_p == 1`` disable those filters. With ``vocab_dropout``, the
+        mask of ``mask_seed`` applies to every sample of the call (one batch of the paper) and
+        each sample records ``mask_seed``."""
         ...
 
 
@@ -147,12 +152,18 @@ class HFEngine:
         max_new_tokens: int = 256,
         seed: int = 0,
         logits_processors: Sequence[LogitsProcessor] | None = None,
+        vocab_dropout: VocabDropout | None = None,
+        mask_seed: int | None = None,
     ) -> list[Sample]:
         _check_args(prompts, n, temperature, top_p, top_k, max_new_tokens)
+        if (vocab_dropout is None) != (mask_seed is None):
+            raise ValueError("vocab_dropout and mask_seed go together: pass both or neither")
         jobs = [(pi, si, p) for pi, p in enumerate(prompts) for si in range(n)]
         gen_config = self._generation_config(temperature, top_p, top_k, max_new_tokens)
-        processors = LogitsProcessorList(logits_processors or [])
         device = self.model.device
+        processors = LogitsProcessorList(logits_processors or [])
+        if vocab_dropout is not None:
+            processors.append(vocab_dropout.logits_processor(mask_seed, device))
         fork_devices = [device] if device.type == "cuda" else []
         starts = range(0, len(jobs), self.batch_size)
         out: list[Sample] = []
@@ -170,6 +181,6 @@ class HFEngine:
             for (pi, si, prompt), ids in zip(batch, new_tokens, strict=True):
                 ids, reason = self._split(ids, max_new_tokens)
                 text = self.tokenizer.decode(ids, skip_special_tokens=True)
-                out.append(Sample(prompt, pi, si, ids, text, reason, batch_seed))
+                out.append(Sample(prompt, pi, si, ids, text, reason, batch_seed, mask_seed))
         logger.debug("generated %d samples in %d batches", len(out), len(starts))
         return out

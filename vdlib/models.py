@@ -252,14 +252,17 @@ def _load_smollm2(
 
 @MODELS.register("tiny-random")
 def _load_tiny_random(
-    *, dtype: DType, device: str | torch.device, cache_dir: Path | None, seed: int = 0
+    *, dtype: DType, device: str | torch.device, cache_dir: Path | None, seed: int = 0,
+    pad_vocab: bool = True,
 ) -> tuple[Any, Any]:
-    """Seeded random 2-layer Llama with SmolLM2's tokenizer; vocab padded past the real ids."""
+    """Seeded random 2-layer Llama with SmolLM2's tokenizer; vocab padded past the real ids
+    (``pad_vocab=False``: logits width exactly ``len(tokenizer)``)."""
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
     tokenizer = prepare_tokenizer(AutoTokenizer.from_pretrained(smollm2_tokenizer_dir(cache_dir)))
     config = LlamaConfig(
-        vocab_size=padded_vocab_size(len(tokenizer)), hidden_size=64, intermediate_size=128,
+        vocab_size=padded_vocab_size(len(tokenizer)) if pad_vocab else len(tokenizer),
+        hidden_size=64, intermediate_size=128,
         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
         max_position_embeddings=1024, tie_word_embeddings=True,
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
