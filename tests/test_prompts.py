@@ -25,7 +25,8 @@ def test_solver_and_evaluation_prompts(tokenizer):
     q = "What is $\\frac{1}{2} + \\frac{1}{3}$?"
     solver = P.solver_prompt(tokenizer, q)
     assert P.SOLVER_SYSTEM in solver and q in solver
-    assert P.SOLVER_SYSTEM == "Please reason step by step, and put your final answer within \\boxed{}."
+    assert P.SOLVER_SYSTEM == ("Please reason step by step, and put your final answer within "
+                               "\\boxed{}.")
     msgs = P.evaluation_messages(q)
     assert msgs == [{"role": "user", "content": q + "\nLet's think step by step and provide your "
                      "final answer inside \\boxed{} notation."}]  # no system message

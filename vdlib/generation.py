@@ -26,7 +26,7 @@ from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
 from vdlib.seeding import derive_seed
 from vdlib.vocab_dropout import VocabDropout
 
-__all__ = ["Sample", "GenerationEngine", "HFEngine", "eos_token_ids"]
+__all__ = ["Sample", "GenerationEngine", "HFEngine", "eos_token_ids", "check_generate_args"]
 
 logger = logging.getLogger(__name__)
 
@@ -92,8 +92,9 @@ def eos_token_ids(model: Any, tokenizer: Any) -> list[int]:
     return sorted(ids)
 
 
-def _check_args(prompts: Sequence[str], n: int, temperature: float, top_p: float, top_k: int,
-                max_new_tokens: int) -> None:
+def check_generate_args(prompts: Sequence[str], n: int, temperature: float, top_p: float,
+                        top_k: int, max_new_tokens: int) -> None:
+    """Shared argument checks of every engine's ``generate`` (ValueError naming the argument)."""
     if isinstance(prompts, str):
         raise TypeError("prompts must be a sequence of strings, not a single string")
     if n < 1:
@@ -155,7 +156,7 @@ class HFEngine:
         vocab_dropout: VocabDropout | None = None,
         mask_seed: int | None = None,
     ) -> list[Sample]:
-        _check_args(prompts, n, temperature, top_p, top_k, max_new_tokens)
+        check_generate_args(prompts, n, temperature, top_p, top_k, max_new_tokens)
         if (vocab_dropout is None) != (mask_seed is None):
             raise ValueError("vocab_dropout and mask_seed go together: pass both or neither")
         jobs = [(pi, si, p) for pi, p in enumerate(prompts) for si in range(n)]

@@ -1,0 +1,353 @@
+"""Vocabulary dropout inside vLLM (0.31): a seeded logits processor and a generation engine.
+
+Two routes (usage, server included, in docs/vllm.md):
+
+- ``"processor"``: a request carries only its mask's ``(seed, alpha, n_real, protected)`` in
+  ``SamplingParams.extra_args`` (or the server's ``vllm_xargs``); the class
+  ``vdlib.vllm_backend:VocabDropoutLogitsProcessor`` (give it to ``LLM(logits_processors=...)``
+  or ``vllm serve --logits-processors``) rebuilds each mask on the logits' device and applies
+  :func:`vdlib.vocab_dropout.apply_mask` once per group of rows sharing a mask. It implements
+  both model-runner interfaces of vLLM 0.31 (V1 and V2), so it works whichever vLLM picks.
+- ``"allowed_token_ids"`` (the paper's): the allowed ids per request; model runner V2 caps the
+  list at 1,024 ids, so it needs ``VLLM_USE_V2_MODEL_RUNNER=0``.
+
+The tensor logic is :class:`RequestMasks` (no vLLM needed). The module imports without vLLM;
+the processor class and :class:`VLLMEngine` raise an ImportError naming the ``gpu`` extra.
+
+>>> from vdlib.vocab_dropout import VocabDropout
+>>> vd = VocabDropout.from_sizes(n_real=6, vocab_width=8, alpha=0.5, protected=[0])
+>>> args = extra_args(vd, seed=11)
+>>> args
+{'vd_seed': 11, 'vd_alpha': 0.5, 'vd_n_real': 6, 'vd_protected': [0]}
+>>> masks = RequestMasks()
+>>> masks.set(0, args), masks.set(1, None)
+(True, False)
+>>> out = masks.apply(torch.zeros(2, 8))
+>>> torch.equal(out[0] == 0, vd.sample(11)), bool((out[1] == 0).all())
+(True, True)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+import torch
+
+from vdlib import generation
+from vdlib.generation import Sample
+from vdlib.seeding import derive_seed
+from vdlib.vocab_dropout import VocabDropout, apply_mask, check_alpha
+
+# VocabDropoutLogitsProcessor is built on first access (it subclasses vLLM's classes); it is not
+# in __all__ so that a star import works without vLLM.
+__all__ = ["ARG_KEYS", "ROUTES", "MaskSpec", "RequestMasks", "extra_args", "parse_extra_args",
+           "check_no_dropped", "VLLMEngine", "logits_processor_class"]
+
+logger = logging.getLogger(__name__)
+
+ARG_KEYS = ("vd_seed", "vd_alpha", "vd_n_real", "vd_protected")
+ROUTES = ("processor", "allowed_token_ids")
+MRV2_MAX_ALLOWED_TOKEN_IDS = 1024  # vllm/v1/worker/gpu/sample/logit_bias.py:20
+_INSTALL_HINT = "vLLM is not installed; install the GPU extra: pip install -e '.[gpu]'"
+
+
+def _require_vllm() -> Any:
+    try:
+        import vllm
+    except ImportError as err:
+        raise ImportError(_INSTALL_HINT) from err
+    return vllm
+
+
+# ----------------------------------------------------------------------------- request args
+
+
+class MaskSpec(NamedTuple):
+    """One request's mask, parsed from its extra args (hashable: rows are grouped by it)."""
+
+    alpha: float
+    n_real: int
+    protected: tuple[int, ...]
+    seed: int
+
+
+def extra_args(vd: VocabDropout, seed: int) -> dict[str, Any]:
+    """The per-request arguments of mask ``seed``: for ``SamplingParams(extra_args=...)``
+    offline, or ``extra_body={"vllm_xargs": ...}`` with the OpenAI client (vLLM 0.31's
+    ``vllm_xargs`` accepts ``str | int | float`` values and lists of them)."""
+    return {"vd_seed": int(seed), "vd_alpha": float(vd.alpha), "vd_n_real": int(vd.n_real),
+            "vd_protected": [int(i) for i in vd.protected.tolist()]}
+
+
+def _as_int(value: Any, key: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value < high:
+        raise ValueError(f"extra_args[{key!r}] = {value!r}; allowed: an integer in [{low}, {high})")
+    return int(value)
+
+
+def parse_extra_args(args: Mapping[str, Any] | None) -> MaskSpec | None:
+    """The :class:`MaskSpec` of a request's extra args, or None when it carries none of
+    :data:`ARG_KEYS` (no mask). A ValueError names the bad key."""
+    if not args or not any(k in args for k in ARG_KEYS):
+        return None
+    missing = [k for k in ARG_KEYS if k not in args]
+    if missing:
+        raise ValueError(f"vocabulary-dropout extra_args lack {missing}; pass all of {ARG_KEYS} "
+                         "(vdlib.vllm_backend.extra_args builds them)")
+    seed = _as_int(args["vd_seed"], "vd_seed", 0, 2**64)
+    alpha = check_alpha(args["vd_alpha"], "extra_args['vd_alpha']")
+    n_real = _as_int(args["vd_n_real"], "vd_n_real", 1, 2**31)
+    raw = args["vd_protected"]
+    if not isinstance(raw, list | tuple):
+        raise ValueError(f"extra_args['vd_protected'] = {raw!r}; allowed: a list of token ids")
+    protected = tuple(sorted({_as_int(i, "vd_protected", 0, n_real) for i in raw}))
+    return MaskSpec(alpha, n_real, protected, seed)
+
+
+# ----------------------------------------------------------------------------- shared tensor code
+
+
+class RequestMasks:
+    """Per-request mask state of a vLLM batch: key (MRv1 batch row or MRv2 slot) -> MaskSpec.
+
+    Masks are built on the logits' device, with the logits' width as ``vocab_width`` (padded
+    rows dropped), and cached (LRU, ``cache_size`` masks of ``width`` bytes each).
+    """
+
+    def __init__(self, cache_size: int = 256) -> None:
+        self.specs: dict[int, MaskSpec] = {}
+        self._dropped: OrderedDict[tuple, torch.Tensor] = OrderedDict()
+        self._cache_size = cache_size
+
+    def __len__(self) -> int:
+        return len(self.specs)
+
+    def set(self, key: int, args: Mapping[str, Any] | None) -> bool:
+        """(Re)initialise ``key`` from a request's extra args; True if that request is masked."""
+        spec = parse_extra_args(args)
+        if spec is None:
+            self.specs.pop(key, None)
+            return False
+        self.specs[key] = spec
+        return True
+
+    def remove(self, key: int) -> None:
+        self.specs.pop(key, None)
+
+    def move(self, src: int, dst: int, swap: bool = False) -> None:
+        """Move ``src``'s state to ``dst`` (``dst``'s is dropped), or exchange them (``swap``)."""
+        a, b = self.specs.pop(src, None), self.specs.pop(dst, None)
+        if a is not None:
+            self.specs[dst] = a
+        if swap and b is not None:
+            self.specs[src] = b
+
+    def dropped(self, spec: MaskSpec, width: int, device: torch.device | str) -> torch.Tensor:
+        """Bool ``(width,)``, True = dropped, equal to ``~VocabDropout.sample(spec.seed)``."""
+        key = (spec, width, str(device))
+        if (mask := self._dropped.get(key)) is not None:
+            self._dropped.move_to_end(key)
+            return mask
+        vd = VocabDropout.from_sizes(spec.n_real, width, spec.alpha, spec.protected, cache_size=1)
+        mask = ~vd.sample(spec.seed).to(device)
+        self._dropped[key] = mask
+        if len(self._dropped) > self._cache_size:
+            self._dropped.popitem(last=False)
+        return mask
+
+    def apply(self, logits: torch.Tensor, rows: Sequence[int] | None = None) -> torch.Tensor:
+        """Mask ``logits`` (num_rows, V) in place, row ``i`` with the mask of key ``rows[i]``
+        (default: key ``i``). Rows sharing a mask get one ``apply_mask``; rows without a
+        mask are untouched."""
+        if not self.specs:
+            return logits
+        n = logits.shape[0]
+        groups: dict[MaskSpec, list[int]] = {}
+        if rows is None:
+            for key, spec in self.specs.items():
+                if 0 <= key < n:
+                    groups.setdefault(spec, []).append(key)
+        else:
+            for i, key in enumerate(rows):
+                if (spec := self.specs.get(int(key))) is not None:
+                    groups.setdefault(spec, []).append(i)
+        for spec, idx in groups.items():
+            dropped = self.dropped(spec, logits.shape[-1], logits.device)
+            idx.sort()
+            if idx[-1] - idx[0] + 1 == len(idx):  # contiguous rows: mask a view in place
+                apply_mask(logits[idx[0] : idx[-1] + 1], dropped)
+            else:
+                index = torch.tensor(idx, device=logits.device)
+                logits.index_copy_(0, index, apply_mask(logits.index_select(0, index), dropped))
+        return logits
+
+
+# ----------------------------------------------------------------------------- vLLM adapters
+
+
+def _build_processor_class(v1_base: type, v2_base: type) -> type:
+    """The processor class over vLLM's two base classes (fakes in the CPU tests)."""
+
+    class VocabDropoutLogitsProcessor(v1_base, v2_base):
+        """Both interfaces of vLLM 0.31. Model runner V1: ``__init__(vllm_config, device,
+        is_pin_memory)``, ``update_state(batch_update)``, ``apply(logits)`` with rows = batch
+        indices. Model runner V2: ``__init__(vllm_config, req_states)``,
+        ``add_request(slot, sampling_params)``, ``apply(logits, ctx)`` with rows mapped to
+        slots by ``ctx``."""
+
+        def __init__(self, vllm_config: Any, *args: Any) -> None:
+            self.masks = RequestMasks()
+
+        @classmethod
+        def validate_params(cls, sampling_params: Any) -> None:
+            parse_extra_args(sampling_params.extra_args)  # at admission: HTTP 400 if malformed
+
+        def is_argmax_invariant(self) -> bool:  # V1
+            return False  # the mask changes greedy outputs too
+
+        def update_state(self, batch_update: Any) -> None:  # V1
+            if not batch_update:
+                return
+            for index in batch_update.removed:  # vLLM's order: removed, added, moved
+                self.masks.remove(index)
+            for index, params, _prompt_ids, _output_ids in batch_update.added:
+                self.masks.set(index, getattr(params, "extra_args", None))
+            for src, dst, direction in batch_update.moved:
+                self.masks.move(src, dst, swap=getattr(direction, "name", "") == "SWAP")
+
+        def add_request(self, req_idx: int, sampling_params: Any) -> bool:  # V2
+            return self.masks.set(req_idx, sampling_params.extra_args)  # a recycled slot: reset
+
+        def apply(self, logits: torch.Tensor, ctx: Any = None) -> torch.Tensor:
+            if ctx is None or not self.masks:  # V1, or nothing to mask
+                return self.masks.apply(logits)
+            slots = ctx.idx_mapping_np  # host copy: no device sync
+            if logits.shape[0] != len(slots):  # speculative decoding: several rows a request
+                slots = ctx.expanded_idx_mapping
+            return self.masks.apply(logits, slots.tolist())
+
+    VocabDropoutLogitsProcessor.__module__ = __name__  # picklable by reference (__getattr__)
+    VocabDropoutLogitsProcessor.__qualname__ = "VocabDropoutLogitsProcessor"
+    return VocabDropoutLogitsProcessor
+
+
+_CLASS: list[type] = []
+
+
+def logits_processor_class() -> type:
+    """The processor class (built once over vLLM's base classes; needs vLLM)."""
+    if not _CLASS:
+        _require_vllm()
+        from vllm.v1.sample.logits_processor import LogitsProcessor as V1Base
+        from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as V2Base
+
+        _CLASS.append(_build_processor_class(V1Base, V2Base))
+    return _CLASS[0]
+
+
+def __getattr__(name: str) -> type:  # lazy: ``vdlib.vllm_backend:VocabDropoutLogitsProcessor``
+    if name == "VocabDropoutLogitsProcessor":
+        return logits_processor_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# ----------------------------------------------------------------------------- engine
+
+
+def check_no_dropped(samples: Sequence[Sample], vd: VocabDropout) -> None:
+    """Raise RuntimeError if a sample holds an id that its ``mask_seed``'s mask drops (a
+    processor that was not loaded, e.g. an entry-point plugin under speculative decoding)."""
+    bad = []
+    for s in samples:
+        if s.mask_seed is None or not s.token_ids:
+            continue
+        ids = torch.tensor(s.token_ids, dtype=torch.long)
+        allowed = vd.sample(s.mask_seed)
+        outside = ids >= allowed.shape[0]
+        hit = outside | ~allowed[ids.clamp(max=allowed.shape[0] - 1)]
+        if bool(hit.any()):
+            bad.append((s.prompt_index, s.sample_index, ids[hit].tolist()[:5]))
+    if bad:
+        raise RuntimeError(f"{len(bad)} samples contain dropped token ids (prompt, sample, ids): "
+                           f"{bad[:3]}; is the vdlib logits processor loaded in vLLM (and "
+                           "speculative decoding off)?")
+
+
+def _uses_v2_runner(llm: Any) -> bool:
+    config = getattr(getattr(llm, "llm_engine", None), "vllm_config", None)
+    if config is not None and hasattr(config, "use_v2_model_runner"):
+        return bool(config.use_v2_model_runner)
+    return os.environ.get("VLLM_USE_V2_MODEL_RUNNER", "").lower() not in ("0", "false")
+
+
+class VLLMEngine:
+    """:class:`vdlib.generation.GenerationEngine` over ``vllm.LLM.generate``.
+
+    ``route="processor"`` sends the mask as extra args (the LLM must load
+    :data:`VocabDropoutLogitsProcessor`); ``"allowed_token_ids"`` sends the allowed ids (MRv1
+    only at real vocabulary sizes). Prompts are tokenised here without special tokens, as in
+    :class:`~vdlib.generation.HFEngine`; prompt ``i`` gets seed ``derive_seed(seed, "vllm", i)``
+    (vLLM seeds its ``n`` samples with seed + sample index). Every masked call ends with
+    :func:`check_no_dropped`.
+    """
+
+    def __init__(self, llm: Any, tokenizer: Any = None, *, route: str = "processor",
+                 show_progress: bool = False) -> None:
+        if route not in ROUTES:
+            raise ValueError(f"route = {route!r} is not allowed; allowed values: {ROUTES}")
+        self.llm = llm
+        self.tokenizer = tokenizer if tokenizer is not None else llm.get_tokenizer()
+        self.route = route
+        self.show_progress = show_progress
+
+    def generate(self, prompts: Sequence[str], *, n: int = 1, temperature: float = 1.0,
+                 top_p: float = 1.0, top_k: int = 0, max_new_tokens: int = 256, seed: int = 0,
+                 logits_processors: Sequence[Any] | None = None,
+                 vocab_dropout: VocabDropout | None = None,
+                 mask_seed: int | None = None) -> list[Sample]:
+        generation.check_generate_args(prompts, n, temperature, top_p, top_k, max_new_tokens)
+        if logits_processors:
+            raise ValueError("transformers logits processors cannot run inside vLLM; load vLLM "
+                             "processors with LLM(logits_processors=[...])")
+        if (vocab_dropout is None) != (mask_seed is None):
+            raise ValueError("vocab_dropout and mask_seed go together: pass both or neither")
+        sampling_params = _require_vllm().SamplingParams
+
+        mask_kw: dict[str, Any] = {}
+        if vocab_dropout is not None and self.route == "processor":
+            mask_kw["extra_args"] = extra_args(vocab_dropout, mask_seed)
+        elif vocab_dropout is not None:
+            ids = vocab_dropout.allowed_token_ids(mask_seed)
+            if len(ids) > MRV2_MAX_ALLOWED_TOKEN_IDS and _uses_v2_runner(self.llm):
+                raise ValueError(f"{len(ids)} allowed ids exceed vLLM's model runner V2 cap of "
+                                 f"{MRV2_MAX_ALLOWED_TOKEN_IDS}: set VLLM_USE_V2_MODEL_RUNNER=0 "
+                                 "before building the LLM, or use route='processor'")
+            mask_kw["allowed_token_ids"] = ids
+        greedy = temperature == 0  # vLLM rejects n > 1 under greedy: one request, n copies
+        seeds = [derive_seed(seed, "vllm", i) for i in range(len(prompts))]
+        params = [sampling_params(n=1 if greedy else n, temperature=temperature, top_p=top_p,
+                                 top_k=top_k, max_tokens=max_new_tokens, seed=s,
+                                 detokenize=False, **mask_kw) for s in seeds]
+        enc = self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
+        outputs = self.llm.generate([{"prompt_token_ids": ids} for ids in enc], params,
+                                    use_tqdm=self.show_progress)
+        samples = []
+        for pi, (prompt, out) in enumerate(zip(prompts, outputs, strict=True)):
+            completions = sorted(out.outputs, key=lambda c: c.index)
+            for si in range(n):
+                comp = completions[0 if greedy else si]
+                if comp.finish_reason not in ("stop", "length"):
+                    raise RuntimeError(f"prompt {pi}: vLLM finish_reason {comp.finish_reason!r}")
+                ids = list(comp.token_ids)
+                text = self.tokenizer.decode(ids, skip_special_tokens=True)
+                samples.append(Sample(prompt, pi, si, ids, text, comp.finish_reason, seeds[pi],
+                                      mask_seed))
+        if vocab_dropout is not None:
+            check_no_dropped(samples, vocab_dropout)
+        logger.debug("vLLM: %d samples (route %s, mask_seed %s)", len(samples), self.route,
+                     mask_seed)
+        return samples
