@@ -42,6 +42,7 @@ def test_quickstart_executes_under_papermill(tmp_path):
     """Smoke run: the tiny random model, a few short outputs, artifacts under tmp_path."""
     out = tmp_path / "executed.ipynb"
     params = {"model": {"proposer": "tiny-random", "dtype": "float32", "device": "cpu"},
+              "vocab_dropout": {"alpha": 0.5, "phases": "both"},
               "curriculum": {"num_questions": 3, "batch_size": 3, "temperature": 1.0,
                              "top_p": 0.99, "max_new_tokens": 6},
               "output_dir": str(tmp_path / "outputs")}
