@@ -1,0 +1,202 @@
+"""Grading, majority vote, rewards and self-consistency scoring."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from vdlib.generation import Sample
+from vdlib.grading import is_equivalent, majority_vote, normalize_answer
+from vdlib.rewards import proposer_reward, solver_reward, total_proposer_reward
+from vdlib.scoring import score_questions
+
+EQUIVALENT = [
+    ("\\frac{\\sqrt{3}}{2}", "\\frac{\\sqrt{3}}{2}"),  # bare LaTeX matches itself
+    ("\\frac{\\sqrt{3}}{2}", "\\frac{\\sqrt3}{2}"),
+    ("\\frac{1}{2}", "0.5"),
+    ("3\\sqrt{2}", "\\sqrt{18}"),
+    ("1,000", "1000"),
+    ("(1,2)", "(1, 2)"),
+    ("\\$18.90", "18.90"),
+    ("\\$32,\\!348", "32348"),
+    ("18 \\text{ cm}", "18"),
+    ("\\left( 3, \\frac{\\pi}{2} \\right)", "(3, \\frac{\\pi}{2})"),
+    ("\\text{Evelyn}", "Evelyn"),
+    ("90^\\circ", "90"),
+    ("2", "2.0"),
+    ("-1", "-1.0"),
+    ("\\dfrac{14}{3}", "\\frac{14}{3}"),
+    ("x^2+2x+1", "(x+1)^2"),
+]
+DIFFERENT = [("5", "6"), ("\\frac{14}{3}", "4.6667"), ("34", "92"), ("12", "48"),
+             ("\\sqrt{2}", "2"), ("(1,2)", "(2,1)")]
+
+
+@pytest.mark.parametrize(("gold", "pred"), EQUIVALENT)
+def test_equivalent(gold, pred):
+    assert is_equivalent(gold, pred)
+
+
+@pytest.mark.parametrize(("gold", "pred"), DIFFERENT)
+def test_not_equivalent(gold, pred):
+    assert not is_equivalent(gold, pred)
+
+
+@pytest.mark.parametrize("bad", [None, "", "   ", 3, b"1", ["1"]])
+def test_bad_inputs_are_not_equivalent(bad):
+    assert not is_equivalent(bad, "1") and not is_equivalent("1", bad)
+
+
+def test_works_in_worker_threads():
+    """math-verify's signal timeouts fail off the main thread; the helper process takes over."""
+    results = {}
+
+    def work(i, gold, pred):
+        results[i] = is_equivalent(gold, pred, timeout=5)
+
+    cases = [("\\frac{1}{2}", "0.5"), ("3", "4"), ("3\\sqrt{2}", "\\sqrt{18}")]
+    threads = [threading.Thread(target=work, args=(i, *c)) for i, c in enumerate(cases)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == {0: True, 1: False, 2: True}
+
+
+def test_normalize_answer():
+    assert normalize_answer(" $\\dfrac{1}{2}$. ") == "\\frac{1}{2}"
+    assert normalize_answer("\\text{(A)}") == "(A)"
+
+
+def test_majority_vote_cases():
+    assert majority_vote(["34"] * 10) == ("34", 1.0)
+    assert majority_vote(["1/2", "0.5", "\\frac{1}{2}", "3"]) == ("1/2", 0.75)
+    # ties go to the group that appeared first
+    assert majority_vote(["7", "8", "8", "7"]) == ("7", 0.5)
+    assert majority_vote(["8", "7", "7", "8"]) == ("8", 0.5)
+    # None answers count in the denominator and never form a group
+    assert majority_vote([None, None, None, "5"]) == ("5", 0.25)
+    assert majority_vote([None] * 4) == (None, 0.0)
+    assert majority_vote([]) == (None, 0.0)
+    assert majority_vote(["", "  ", "4"]) == ("4", 1 / 3)
+
+
+def test_paper_ill_posed_example():
+    """Appendix 'Ill-posed problems': the proposer says 92, all ten solvers say 34."""
+    majority, acc = majority_vote(["34"] * 10)
+    assert (majority, acc) == ("34", 1.0)
+    assert proposer_reward([acc]) == [0.0]  # outside the window: too easy by self-consistency
+    completions = ["126 - 34 - 58 = 34, so \\boxed{34}"] * 10
+    assert solver_reward(completions, ["92"] * 10) == [0.0] * 10  # paper: proposer's answer
+    assert solver_reward(completions, [majority] * 10) == [1.0] * 10  # R-Zero: majority
+    # the other three pairs from the same appendix
+    for proposer, solvers in (("48", "12"), ("4", "24")):
+        assert not is_equivalent(proposer, solvers)
+
+
+def test_proposer_reward_window_edges():
+    accs = [0.0, 0.1, 0.29, 0.3, 0.4, 0.5, 0.6, 0.7, 0.71, 0.9, 1.0]
+    got = proposer_reward(accs)
+    want = [0.0, 0.0, 0.0, 0.3, 0.4, 0.5, 0.4, 0.3, 0.0, 0.0, 0.0]
+    assert got == pytest.approx(want)
+    assert proposer_reward([3 / 10, 7 / 10]) == pytest.approx([0.3, 0.3])  # k/M on the edges
+    rz = proposer_reward(accs, variant="rzero")
+    assert rz == pytest.approx([min(a, 1 - a) for a in accs])
+    assert proposer_reward([None], failure_value=-1.0) == [-1.0]
+    assert proposer_reward([0.5], tau_min=0.6, tau_max=0.8) == [0.0]
+
+
+@pytest.mark.parametrize(("kwargs", "word"), [({"variant": "zero"}, "paper, rzero"),
+                                               ({"tau_min": 0.8, "tau_max": 0.2}, "tau_min")])
+def test_proposer_reward_bad_args(kwargs, word):
+    with pytest.raises(ValueError, match=word):
+        proposer_reward([0.5], **kwargs)
+
+
+def test_total_proposer_reward():
+    got = total_proposer_reward([0.5, 0.4, None, 1.0], [0.25, 0.5, 0.75, 0.25],
+                                failure_value=-1.0, penalty_weight=1.0)
+    assert got == pytest.approx([0.25, -0.1, -1.0, -0.25])
+    with pytest.raises(ValueError):
+        total_proposer_reward([0.5], [])
+
+
+def test_solver_reward_takes_the_last_box():
+    assert solver_reward(["\\boxed{1} then \\boxed{2}"], ["2"]) == [1.0]
+    assert solver_reward(["\\boxed{\\frac{1}{2}}"], ["0.5"]) == [1.0]
+    assert solver_reward(["\\boxed{1}"], [None]) == [0.0]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.text(max_size=30)), max_size=6))
+def test_voting_never_raises(answers):
+    majority, acc = majority_vote(answers)
+    assert 0.0 <= acc <= 1.0
+    assert majority is None or majority in answers
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(max_size=40), st.text(max_size=40))
+def test_grading_never_raises(a, b):
+    assert isinstance(is_equivalent(a, b, timeout=2), bool)
+
+
+class FakeSolver:
+    """An engine that answers from a script: question -> list of completions."""
+
+    def __init__(self, script):
+        self.script = script
+        self.calls = []
+
+    def generate(self, prompts, *, n=1, seed=0, **kwargs):
+        self.calls.append((len(prompts), n))
+        out = []
+        for pi, p in enumerate(prompts):
+            q = next(q for q in self.script if q in p)
+            for si in range(n):
+                out.append(Sample(p, pi, si, [1], self.script[q][si], "stop", seed))
+        return out
+
+
+def test_score_questions(tokenizer):
+    script = {"Q-easy": ["\\boxed{4}"] * 4,
+              "Q-split": ["\\boxed{1}", "\\boxed{2}", "\\boxed{0.5}", "\\boxed{1/2}"],
+              "Q-junk": ["no answer"] * 3 + ["\\boxed{7}"]}
+    solver = FakeSolver(script)
+    scores = score_questions(["Q-easy", None, "Q-split", "Q-junk"], solver, tokenizer, m=4,
+                             show_progress=False)
+    assert solver.calls == [(3, 4)]  # one batched call, failed rollouts not sent
+    assert (scores[0].majority, scores[0].acc) == ("4", 1.0)
+    assert scores[1].acc is None and scores[1].answers == []
+    assert (scores[2].majority, scores[2].acc) == ("0.5", 0.5)
+    assert (scores[3].majority, scores[3].acc) == ("7", 0.25)
+    assert scores[3].answers == [None, None, None, "7"]
+    assert scores[2].agrees_with("\\frac{1}{2}") and not scores[0].agrees_with("5")
+    assert set(scores[0].to_dict()) == {"question", "answers", "majority", "acc"}
+
+
+def test_score_questions_with_the_tiny_model(tiny_model_and_tokenizer):
+    from vdlib.generation import HFEngine
+
+    model, tok = tiny_model_and_tokenizer
+    engine = HFEngine(model, tok, show_progress=False)
+    scores = score_questions(["What is 2+2?", "What is 3+3?"], engine, tok, m=3,
+                             max_new_tokens=4, show_progress=False)
+    for s in scores:  # random model: no boxed answers, acc 0 with None answers counted
+        assert len(s.answers) == 3 and s.acc == 0.0 and s.majority is None
+
+
+def test_pathological_answers_are_bounded_in_main_and_worker_threads():
+    """sympy would evaluate this power tower for ever: the timeout ends it (main thread via
+    math-verify's alarm; worker threads via the helper process). If the bound failed, this test
+    would hang rather than fail: no wall-clock assertion (project rule)."""
+    tower = "9^{9^{9^{9}}}"
+    assert is_equivalent(tower, "1", timeout=1) is False
+    out = {}
+    t = threading.Thread(target=lambda: out.setdefault("r", is_equivalent(tower, "2", timeout=1)))
+    t.start()
+    t.join()
+    assert out == {"r": False}
