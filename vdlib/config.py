@@ -43,6 +43,7 @@ __all__ = [
     "ScoringConfig",
     "CurriculumConfig",
     "EvaluationConfig",
+    "WarmStartConfig",
     "PROFILE_PRESETS",
     "load_params",
     "save_params",
@@ -101,14 +102,18 @@ class GRPOConfig:
     gradient_checkpointing: bool = param(True, f"Gradient checkpointing. {PAPER}: enabled.")
     precision: str = param("bfloat16", f"Training precision. {PAPER}: bfloat16.",
                            choices=("float32", "bfloat16", "float16"))
-    global_batch_size: int = param(16, f"Global batch size (completions per optimizer step). "
-                                   f"{PAPER}: proposer 16, solver 8.", gt=0)
-    micro_batch_size_update: int = param(2, f"Micro-batch for the update pass. {PAPER}: 2.",
-                                         gt=0)
+    global_batch_size: int = param(16, f"Global batch size in prompts per optimizer step "
+                                   "(verl's ppo_mini_batch_size; each prompt brings "
+                                   f"num_generations completions). {PAPER}: proposer 16, "
+                                   "solver 8.", gt=0)
+    micro_batch_size_update: int = param(2, "Completions per device per forward/backward of "
+                                         f"the update (gradient accumulation fills the rest). "
+                                         f"{PAPER}: 2.", gt=0)
     micro_batch_size_experience: int = param(4, f"Micro-batch for experience (log-prob) "
                                              f"passes. {PAPER}: 4.", gt=0)
-    rollout_batch_size: int = param(16, f"Prompts per rollout batch. {PAPER}: proposer 16, "
-                                    "solver 8.", gt=0)
+    rollout_batch_size: int = param(16, "Prompts per rollout (generation) batch, a multiple of "
+                                    "global_batch_size; one mask is drawn per rollout batch. "
+                                    f"{PAPER}: proposer 16, solver 8.", gt=0)
     num_generations: int = param(4, f"GRPO samples per prompt G. {PAPER}: proposer 4; the "
                                  "solver column is blank, vdlib uses 4.", ge=2)
     temperature: float = param(1.0, f"Rollout sampling temperature. {PAPER}: 1.0.", gt=0)
@@ -224,6 +229,26 @@ class EvaluationConfig:
                               "runs); null = all.", gt=0)
 
 
+@dataclass
+class WarmStartConfig:
+    """Tiny-profile-only format warm-start of the proposer (off in the paper profile).
+
+    SmolLM2-135M rarely writes the ``<question>...</question>`` + ``\\boxed{}`` format at
+    temperature 1.0 (0/16 in the quickstart; 3/16 with a two-shot prompt), so GRPO would see almost
+    only failed rollouts. ``sft`` fine-tunes the proposer briefly on reasoning-gym ``gsm_symbolic``
+    problems written in that format, once per machine (cached), before iteration 1.
+    """
+
+    mode: str = param("none", "none, or sft (brief supervised warm-start of the proposer on "
+                      "gsm_symbolic items in the proposer format; tiny profile only).",
+                      choices=("none", "sft"))
+    examples: int = param(64, "Training examples for the SFT warm-start.", gt=0)
+    steps: int = param(16, "Optimizer steps of the SFT warm-start (16 x 4 examples: 75% of "
+                       "SmolLM2's outputs then parse at temperature 1.0, measured).", gt=0)
+    batch_size: int = param(4, "Batch size of the SFT warm-start.", gt=0)
+    learning_rate: float = param(2e-4, "Learning rate of the SFT warm-start.", gt=0)
+
+
 KNOWN_BENCHMARKS = ("gsm8k", "math500", "amc23", "olympiadbench", "aime24", "aime25", "minerva",
                     "gsm_symbolic", "champ", "bbh", "medqa", "supergpqa", "winogrande")
 
@@ -257,6 +282,8 @@ class ExperimentConfig:
                                          metadata={"help": "Curriculum generation."})
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig,
                                          metadata={"help": "Evaluation protocol."})
+    warm_start: WarmStartConfig = field(default_factory=WarmStartConfig,
+                                        metadata={"help": "Tiny-profile format warm-start."})
 
     @property
     def solver_model(self) -> str:
@@ -266,9 +293,9 @@ class ExperimentConfig:
 
 # ----------------------------------------------------------------------------- profiles
 
-_TINY_GRPO = {"precision": "float32", "gradient_checkpointing": False, "global_batch_size": 4,
-              "micro_batch_size_update": 2, "micro_batch_size_experience": 4,
-              "rollout_batch_size": 2, "max_response_length": 96, "max_steps": 2, "epochs": 1}
+_TINY_GRPO = {"precision": "float32", "gradient_checkpointing": False, "global_batch_size": 1,
+              "micro_batch_size_update": 4, "micro_batch_size_experience": 4,
+              "rollout_batch_size": 1, "max_response_length": 96, "max_steps": 2, "epochs": 1}
 
 PROFILE_PRESETS: dict[str, dict[str, Any]] = {
     "paper": {},
@@ -286,6 +313,7 @@ PROFILE_PRESETS: dict[str, dict[str, Any]] = {
         "proposer": _TINY_GRPO,
         "solver": _TINY_GRPO,
         "scoring": {"num_solver_samples": 4, "max_new_tokens": 96},
+        "warm_start": {"mode": "sft"},
         "curriculum": {"num_questions": 16, "batch_size": 8, "max_new_tokens": 96},
         "evaluation": {"benchmarks": ["gsm_symbolic"], "runs": 1, "limit": 20,
                        "max_context": 512},
@@ -426,9 +454,13 @@ def _validate_cross(cfg: ExperimentConfig) -> None:
                           "allowed: 0 <= tau_min <= tau_max <= 1")
     for role in ("proposer", "solver"):
         g: GRPOConfig = getattr(cfg, role)
-        if g.global_batch_size % g.num_generations:
-            raise ConfigError(f"{role}.global_batch_size = {g.global_batch_size} must be a "
-                              f"multiple of {role}.num_generations = {g.num_generations}")
+        if g.rollout_batch_size % g.global_batch_size:
+            raise ConfigError(f"{role}.rollout_batch_size = {g.rollout_batch_size} must be a "
+                              f"multiple of {role}.global_batch_size = {g.global_batch_size}")
+        if (g.global_batch_size * g.num_generations) % g.micro_batch_size_update:
+            raise ConfigError(f"{role}.global_batch_size x num_generations = "
+                              f"{g.global_batch_size * g.num_generations} must be a multiple of "
+                              f"{role}.micro_batch_size_update = {g.micro_batch_size_update}")
     for i, b in enumerate(cfg.evaluation.benchmarks):
         if b not in KNOWN_BENCHMARKS:
             raise ConfigError(f"evaluation.benchmarks[{i}] = {b!r} is not a known benchmark; "

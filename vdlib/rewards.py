@@ -8,7 +8,8 @@ One signature everywhere: lists in, list of floats out.
   (no ``<question>`` block or no ``\\boxed{}`` answer): it gets ``failure_value`` (paper
   Algorithm 1: 0; R-Zero code: -1), whatever the variant.
 - :func:`total_proposer_reward`: proposer_reward - lambda * BLEU-cluster penalty
-  (``vdlib.bleu_penalty``); failed rollouts keep ``failure_value`` (no penalty on top).
+  (:func:`bleu_cluster_penalty`, R-Zero's repetition penalty, re-exported from
+  ``vdlib.bleu_penalty``); failed rollouts keep ``failure_value`` (no penalty on top).
 - :func:`solver_reward`: 1.0 when the completion's last ``\\boxed{}`` is equivalent to the target
   (the proposer's stated answer in the paper; the solvers' majority answer in R-Zero, chosen by
   ``scoring.solver_target``), else 0.0. A missing target or answer gives 0.0.
@@ -27,10 +28,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from vdlib.bleu_penalty import bleu_cluster_penalty
 from vdlib.grading import is_equivalent
 from vdlib.parsing import extract_boxed
 
-__all__ = ["proposer_reward", "total_proposer_reward", "solver_reward", "VARIANTS"]
+__all__ = ["proposer_reward", "total_proposer_reward", "solver_reward", "bleu_cluster_penalty",
+           "VARIANTS"]
 
 VARIANTS = ("paper", "rzero")
 _EPS = 1e-9  # acc = k / M is compared to the window with a tolerance (3/10 == 0.3 exactly anyway)
