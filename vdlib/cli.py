@@ -1,12 +1,14 @@
-"""Command line: ``vdlib notebooks run``, ``vdlib params check|describe``.
+"""Command line: ``vdlib run``, ``vdlib notebooks run``, ``vdlib params check|describe``.
 
+    vdlib run params/tiny/quickstart.yaml                       # co-evolution, resumable
     vdlib notebooks run --profile tiny [--only 00_quickstart]   # papermill, executed copies
     vdlib params check params/paper/base.yaml                   # validate, print resolved YAML
     vdlib params describe                                       # every parameter with its source
 
 Notebook ``notebooks/NN_name.ipynb`` runs with ``params/<profile>/<name>.yaml`` and its executed
 copy goes to ``<output-dir>/notebooks/<profile>/NN_name.ipynb``. Invalid params fail before the
-notebook starts. Later issues add ``run`` and ``eval``.
+notebook starts. Re-running ``vdlib run`` with the same params continues after the last
+finished stage.
 """
 
 from __future__ import annotations
@@ -71,6 +73,32 @@ def _cmd_notebooks(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_run(args: argparse.Namespace) -> int:
+    from vdlib.coevolution import run_arms
+    from vdlib.config import ConfigError, load_params
+
+    try:
+        cfg = load_params(args.params)
+        if args.iterations:
+            cfg.iterations = args.iterations
+        if args.seed is not None:
+            cfg.seed = args.seed
+        if args.output_dir:
+            cfg.output_dir = args.output_dir
+    except ConfigError as e:
+        sys.stderr.write(f"{args.params}: {e}\n")
+        return 2
+    results = run_arms(cfg, on_stage=lambda t, s: logger.info("iteration %d: %s ...", t, s))
+    for arm, result in results.items():
+        for m in result.iterations:
+            sys.stdout.write(
+                f"{arm} iteration {m['iteration']}: alpha {m['alpha']:.4g}, valid questions "
+                f"{m['valid_questions']}/{m['generated']}, mean acc {m['mean_acc']}, curriculum "
+                f"{m['curriculum_size']}, kept fraction {m['kept_fraction']}\n")
+        sys.stdout.write(f"{arm} artifacts: {result.run_dir}\n")
+    return 0
+
+
 def _cmd_params(args: argparse.Namespace) -> int:
     from vdlib.config import ConfigError, describe, load_params, to_dict
 
@@ -96,6 +124,13 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = p.add_subparsers(dest="command", required=True)
+
+    rn = sub.add_parser("run", help="run (or resume) a co-evolution experiment")
+    rn.add_argument("params", help="params YAML, e.g. params/tiny/quickstart.yaml")
+    rn.add_argument("--iterations", type=int, help="override the number of iterations")
+    rn.add_argument("--seed", type=int, help="override the run seed")
+    rn.add_argument("--output-dir", help="override output_dir")
+    rn.set_defaults(func=_cmd_run)
 
     nb = sub.add_parser("notebooks", help="execute the experiment notebooks with papermill")
     nb.add_argument("action", choices=["run"])

@@ -231,20 +231,23 @@ class EvaluationConfig:
 
 @dataclass
 class WarmStartConfig:
-    """Tiny-profile-only format warm-start of the proposer (off in the paper profile).
+    """Tiny-profile-only format warm-start of the base model (off in the paper profile).
 
     SmolLM2-135M rarely writes the ``<question>...</question>`` + ``\\boxed{}`` format at
-    temperature 1.0 (0/16 in the quickstart; 3/16 with a two-shot prompt), so GRPO would see almost
-    only failed rollouts. ``sft`` fine-tunes the proposer briefly on reasoning-gym ``gsm_symbolic``
-    problems written in that format, once per machine (cached), before iteration 1.
+    temperature 1.0 (0/16 in the quickstart; 3/16 with a two-shot prompt) and rarely reaches a
+    boxed answer as a solver, so GRPO would see almost only failed rollouts. ``sft`` fine-tunes
+    the base briefly on short reasoning-gym ``gsm_symbolic`` items in both formats, once per
+    machine (cached), before iteration 1 (vdlib.warm_start).
     """
 
-    mode: str = param("none", "none, or sft (brief supervised warm-start of the proposer on "
-                      "gsm_symbolic items in the proposer format; tiny profile only).",
-                      choices=("none", "sft"))
+    mode: str = param("none", "none, or sft (brief supervised warm-start of the base model on "
+                      "short gsm_symbolic items in the proposer and solver formats; tiny "
+                      "profile only).", choices=("none", "sft"))
     examples: int = param(64, "Training examples for the SFT warm-start.", gt=0)
-    steps: int = param(16, "Optimizer steps of the SFT warm-start (16 x 4 examples: 75% of "
-                       "SmolLM2's outputs then parse at temperature 1.0, measured).", gt=0)
+    steps: int = param(24, "Optimizer steps of the SFT warm-start (24 x 4 examples, half "
+                       "proposer, half solver: then all of SmolLM2's proposer outputs parse at "
+                       "temperature 1.0 without a mask and 75% with alpha 0.75, measured).",
+                       gt=0)
     batch_size: int = param(4, "Batch size of the SFT warm-start.", gt=0)
     learning_rate: float = param(2e-4, "Learning rate of the SFT warm-start.", gt=0)
 
@@ -269,6 +272,9 @@ class ExperimentConfig:
     iterations: int = param(5, f"Co-evolution iterations T. {SETUP}: 5.", gt=0)
     output_dir: str = param("outputs", "Root folder of run artifacts (gitignored).")
     run_id: str | None = param(None, "Run folder name; null = derived from experiment and seed.")
+    arms: list[str] = param([], "Arms a notebook compares (vdlib.arms: baseline, vd85, vd75, "
+                            "train_only, gen_only, anneal, kl_cov, clip_cov, cross_scale); "
+                            "empty = this config alone.")
     model: ModelConfig = field(default_factory=ModelConfig, metadata={"help": "Models."})
     proposer: GRPOConfig = field(default_factory=GRPOConfig,
                                  metadata={"help": "Proposer GRPO (paper table, proposer column)."})
@@ -312,9 +318,9 @@ PROFILE_PRESETS: dict[str, dict[str, Any]] = {
         "iterations": 2,
         "proposer": _TINY_GRPO,
         "solver": _TINY_GRPO,
-        "scoring": {"num_solver_samples": 4, "max_new_tokens": 96},
+        "scoring": {"num_solver_samples": 4, "max_new_tokens": 64},
         "warm_start": {"mode": "sft"},
-        "curriculum": {"num_questions": 16, "batch_size": 8, "max_new_tokens": 96},
+        "curriculum": {"num_questions": 12, "batch_size": 12, "max_new_tokens": 96},
         "evaluation": {"benchmarks": ["gsm_symbolic"], "runs": 1, "limit": 20,
                        "max_context": 512},
     },
@@ -465,6 +471,13 @@ def _validate_cross(cfg: ExperimentConfig) -> None:
         if b not in KNOWN_BENCHMARKS:
             raise ConfigError(f"evaluation.benchmarks[{i}] = {b!r} is not a known benchmark; "
                               f"allowed values: {', '.join(KNOWN_BENCHMARKS)}")
+    if cfg.arms:
+        from vdlib.arms import ARMS
+
+        for i, arm in enumerate(cfg.arms):
+            if arm not in ARMS:
+                raise ConfigError(f"arms[{i}] = {arm!r} is not a known arm; allowed values: "
+                                  f"{', '.join(ARMS.names())}")
     if not cfg.seeds:
         raise ConfigError("seeds = [] is empty; allowed: a non-empty list of integers >= 0")
     for key, name in (("model.proposer", cfg.model.proposer), ("model.solver", cfg.model.solver)):

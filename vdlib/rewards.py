@@ -20,7 +20,7 @@ One signature everywhere: lists in, list of floats out.
 [0.2, 0.0, -1.0]
 >>> [round(r, 6) for r in total_proposer_reward([0.5, 0.4, None], [0.25, 0.5, 0.0])]
 [0.25, -0.1, 0.0]
->>> solver_reward(["... so the answer is \\\\boxed{34}", "\\\\boxed{92}", "no box"], ["34", "34", "34"])
+>>> solver_reward(["so \\\\boxed{34}", "\\\\boxed{92}", "no box"], ["34", "34", "34"])
 [1.0, 0.0, 0.0]
 """
 

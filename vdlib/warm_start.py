@@ -1,13 +1,15 @@
-"""Tiny-profile format warm-start: a brief SFT of the proposer on well-formatted questions.
+"""Tiny-profile format warm-start: a brief SFT of the base model on both roles' formats.
 
 A 135M model rarely writes R-Zero's ``<question>...</question>`` then ``\\boxed{answer}`` format at
-temperature 1.0, so proposer GRPO would see almost only failed rollouts (reward = failure value
-for all G samples: zero advantage, no learning). For the ``tiny`` profile only, the proposer
-starts from a checkpoint fine-tuned for ``steps`` optimizer steps on reasoning-gym
-``gsm_symbolic`` problems rendered as proposer outputs (prompt = the paper's proposer prompt;
-target = ``<question>\\n{problem}\\n</question>\\n\\n\\boxed{answer}`` + EOS; loss on the target
-tokens only). The checkpoint is built once and cached under
-``<cache_dir>/warm_start/<key>/`` (key = hash of the base model and the settings). It is off
+temperature 1.0, and as a solver it rarely reaches a ``\\boxed{}`` answer within the tiny
+profile's token budget, so GRPO would see almost only failed rollouts and empty curricula. For
+the ``tiny`` profile only, both roles start from one checkpoint (as in R-Zero) fine-tuned for
+``steps`` optimizer steps on short reasoning-gym ``gsm_symbolic`` problems, alternating
+proposer examples (the paper's proposer prompt -> ``<question>\\n{problem}\\n</question>\\n\\n
+\\boxed{answer}``) and solver examples (the solver prompt with the problem -> its short worked
+solution and ``The final answer is \\boxed{answer}.``), loss on the targets only. The
+checkpoint is built once and cached under ``<cache_dir>/warm_start/<key>/`` (key = hash of the
+base model and the settings). It is off
 (``warm_start.mode: none``) in the paper profile: Qwen3-4B-Base follows the format unaided.
 """
 
@@ -24,34 +26,62 @@ from tqdm.auto import tqdm
 
 from vdlib.config import WarmStartConfig
 from vdlib.models import atomic_build_dir, default_cache_dir, load_model
-from vdlib.prompts import proposer_prompt
+from vdlib.prompts import proposer_prompt, solver_prompt
 
 __all__ = ["format_examples", "warm_start_dir", "sft"]
 
 logger = logging.getLogger(__name__)
 
 
-def format_examples(n: int, seed: int = 0) -> list[tuple[str, str]]:
-    """``n`` (question, answer) pairs from reasoning-gym ``gsm_symbolic`` (offline, seeded)."""
+_SUFFIXES = ("Give the result as your final answer. Do not include units.",
+             "Give your answer as a single number.", "Give only the result as your final answer.")
+
+
+def _clean(question: str) -> str:
+    for s in _SUFFIXES:
+        question = question.replace(s, "")
+    return question.strip()
+
+
+def format_examples(n: int, seed: int = 0, max_words: int = 45,
+                    max_cot_words: int = 60) -> list[tuple[str, str, str]]:
+    """``n`` short (question, answer, worked solution) triples from reasoning-gym
+    ``gsm_symbolic`` (offline, seeded): questions of at most ``max_words`` words, so a question
+    fits the tiny profile's 96 new tokens, and solutions of at most ``max_cot_words`` words."""
     import reasoning_gym
 
-    data = reasoning_gym.create_dataset("gsm_symbolic", size=n, seed=seed)
-    return [(item["question"].strip(), str(item["answer"]).strip()) for item in data]
+    out: list[tuple[str, str, str]] = []
+    size = 8 * n
+    data = reasoning_gym.create_dataset("gsm_symbolic", size=size, seed=seed)
+    for item in data:
+        q = _clean(item["question"])
+        cot = str(item["metadata"].get("answer_cot", "")).split("####")[0].strip()
+        if len(q.split()) <= max_words and 0 < len(cot.split()) <= max_cot_words:
+            out.append((q, str(item["answer"]).strip(), cot))
+        if len(out) == n:
+            break
+    return out
 
 
-def _target(question: str, answer: str) -> str:
-    return f"<question>\n{question}\n</question>\n\n\\boxed{{{answer}}}"
+def _rows(tokenizer: Any, n: int, seed: int) -> list[tuple[list[int], int]]:
+    """Tokenised (ids, start of target) rows: proposer and solver examples, alternating."""
+    eos = tokenizer.eos_token or ""
+    p_ids = tokenizer(proposer_prompt(tokenizer), add_special_tokens=False)["input_ids"]
+    rows = []
+    for q, a, cot in format_examples(n, seed):
+        target = f"<question>\n{q}\n</question>\n\n\\boxed{{{a}}}" + eos
+        rows.append((p_ids + tokenizer(target, add_special_tokens=False)["input_ids"],
+                     len(p_ids)))
+        s_ids = tokenizer(solver_prompt(tokenizer, q), add_special_tokens=False)["input_ids"]
+        answer = f"{cot}\nThe final answer is \\boxed{{{a}}}." + eos
+        rows.append((s_ids + tokenizer(answer, add_special_tokens=False)["input_ids"],
+                     len(s_ids)))
+    return rows
 
 
 def sft(model: Any, tokenizer: Any, cfg: WarmStartConfig, seed: int = 0) -> list[float]:
     """Fine-tune ``model`` in place on the proposer format; returns the loss per step."""
-    prompt = proposer_prompt(tokenizer)
-    prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-    eos = tokenizer.eos_token or ""
-    rows = []
-    for q, a in format_examples(cfg.examples, seed):
-        target_ids = tokenizer(_target(q, a) + eos, add_special_tokens=False)["input_ids"]
-        rows.append((prompt_ids + target_ids, len(prompt_ids)))
+    rows = _rows(tokenizer, cfg.examples, seed)
     device = next(model.parameters()).device
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate, weight_decay=0.0)
     gen = torch.Generator().manual_seed(seed)
@@ -75,7 +105,7 @@ def sft(model: Any, tokenizer: Any, cfg: WarmStartConfig, seed: int = 0) -> list
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        losses.append(float(out.loss))
+        losses.append(float(out.loss.detach()))
     model.eval()
     return losses
 
@@ -85,7 +115,7 @@ def warm_start_dir(base_model: str, cfg: WarmStartConfig, *, seed: int = 0,
                    device: str = "cpu") -> Path:
     """Path of the warm-started proposer checkpoint for ``base_model``, built once and cached."""
     settings = {"base": base_model, "examples": cfg.examples, "steps": cfg.steps,
-                "batch_size": cfg.batch_size, "lr": cfg.learning_rate, "seed": seed, "v": 1}
+                "batch_size": cfg.batch_size, "lr": cfg.learning_rate, "seed": seed, "v": 2}
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
     root = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
     target = root / "warm_start" / f"{Path(base_model).name}-{key}"

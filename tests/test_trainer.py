@@ -1,0 +1,100 @@
+"""The TRL trainer with vocabulary dropout, on the tiny random model (CPU)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from datasets import Dataset
+
+from vdlib.config import GRPOConfig
+from vdlib.models import load_model
+from vdlib.prompts import proposer_prompt
+from vdlib.trainer import MaskedGRPOTrainer, lm_head_mask, trl_args
+from vdlib.vocab_dropout import VocabDropout, mask_seed
+
+TINY = GRPOConfig(global_batch_size=1, rollout_batch_size=1, num_generations=4,
+                  micro_batch_size_update=4, max_response_length=8, max_steps=2,
+                  precision="float32", gradient_checkpointing=False, learning_rate=1e-2,
+                  temperature=1.5)
+
+
+class RecordingReward:
+    __name__ = "recording_reward"
+
+    def __init__(self):
+        self.completion_ids = []
+
+    def __call__(self, prompts, completions, completion_ids, **kwargs):
+        self.completion_ids.append(completion_ids)
+        return [float(len(c)) for c in completion_ids]  # varied rewards: non-zero advantages
+
+
+def _trainer(tmp_path, g=TINY, alpha=0.5, loss_variant="grpo", **kw):
+    model, tok = load_model("tiny-random", device="cpu")
+    path = tmp_path / "model"  # TRL builds the reference model (beta > 0) from a path
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    data = Dataset.from_dict({"prompt": [proposer_prompt(tok)] * 4})
+    vd = VocabDropout.for_model(model, tok, alpha=alpha) if alpha is not None else None
+    reward = RecordingReward()
+    args = trl_args(g, output_dir=str(tmp_path), seed=0, use_cpu=True, masked=vd is not None,
+                    **kw)
+    trainer = MaskedGRPOTrainer(
+        model=str(path), reward_funcs=[reward], args=args, train_dataset=data,
+        processing_class=tok, vocab_dropout=vd,
+        mask_seed_fn=(lambda step: mask_seed(0, 1, "train", step)) if vd else None,
+        loss_variant=loss_variant)
+    return trainer, reward, vd, trainer.model
+
+
+def test_masked_training_changes_parameters_and_never_samples_dropped_ids(tmp_path):
+    trainer, reward, vd, model = _trainer(tmp_path)
+    before = {k: v.detach().clone() for k, v in model.named_parameters()}
+    trainer.train()
+    changed = [k for k, v in model.named_parameters() if not torch.equal(v, before[k])]
+    assert changed, "no parameter changed after training"
+    assert len(trainer.mask_log) == 2 and len(reward.completion_ids) == 2
+    for entry, batch in zip(trainer.mask_log, reward.completion_ids, strict=True):
+        allowed = vd.sample(entry["mask_seed"])
+        assert entry["mask_seed"] == mask_seed(0, 1, "train", entry["step"])
+        assert abs(entry["kept_fraction"] - 0.5) < 0.02
+        for ids in batch:
+            assert all(bool(allowed[t]) for t in ids), "a dropped id was sampled"
+    assert trainer.mask_log[0]["mask_seed"] != trainer.mask_log[1]["mask_seed"]
+
+
+def test_hook_masks_only_inside_the_block(tiny_model_and_tokenizer):
+    model, tok = tiny_model_and_tokenizer
+    vd = VocabDropout.for_model(model, tok, alpha=0.5)
+    ids = torch.tensor([[1, 2, 3]])
+    with torch.no_grad():
+        with lm_head_mask(model, vd.sample(1)):
+            masked = model(ids).logits
+        full = model(ids).logits
+    dropped = ~vd.sample(1)
+    assert torch.isinf(masked[..., dropped]).all()
+    assert torch.isfinite(full).all()  # the loss forward sees the full vocabulary
+    assert torch.equal(masked[..., ~dropped], full[..., ~dropped])
+
+
+@pytest.mark.parametrize("variant", ["kl_cov", "clip_cov"])
+def test_cov_variants_train(tmp_path, variant):
+    g = GRPOConfig(**{**TINY.__dict__, "updates_per_batch": 2})  # off-policy updates for KL-Cov
+    trainer, _, _, model = _trainer(tmp_path, g=g, loss_variant=variant)
+    before = {k: v.detach().clone() for k, v in model.named_parameters()}
+    trainer.train()
+    assert any(not torch.equal(v, before[k]) for k, v in model.named_parameters())
+    logged = trainer.state.log_history
+    assert any(f"{variant}/n_selected" in row for row in logged)
+
+
+def test_trl_args_mapping(tmp_path):
+    paper = GRPOConfig()  # proposer column: 16 prompts x G 4 per step, micro-batch 2
+    args = trl_args(paper, output_dir=str(tmp_path), seed=1, use_cpu=True)
+    assert args.per_device_train_batch_size * args.gradient_accumulation_steps == 64
+    assert args.num_generations == 4 and args.beta == 0.01 and args.learning_rate == 1e-6
+    assert args.vllm_importance_sampling_correction is True
+    masked = trl_args(paper, output_dir=str(tmp_path), seed=1, use_cpu=True, masked=True)
+    assert masked.vllm_importance_sampling_correction is False
+    with pytest.raises(ValueError, match="multiple"):
+        trl_args(GRPOConfig(rollout_batch_size=10), output_dir=str(tmp_path), seed=0)

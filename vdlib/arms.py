@@ -1,0 +1,68 @@
+"""The paper's experimental arms as named overrides of a base config.
+
+An arm is a small dict merged over a base params dict (``arm_params``); its run folder is
+``<experiment>/<arm>-seed<seed>``. Arms (paper, Sec. "Setup", Table "vanilla_eval", appendices):
+
+- ``baseline``: alpha 1.0, the unmasked R-Zero pipeline (no processor at all).
+- ``vd85``, ``vd75``: vocabulary dropout in both phases with alpha 0.85 / 0.75.
+- ``train_only``, ``gen_only``: alpha 0.75 in GRPO rollouts only / curriculum generation only.
+- ``anneal``: linear alpha 0.75 -> 1.0 over the iterations (App. "Annealed masking schedule").
+- ``kl_cov``, ``clip_cov``: the entropy-control baselines on the proposer, no mask
+  (App. "Entropy-control baselines"). KL-Cov only acts off-policy, so its arm takes two
+  optimizer passes over each rollout batch (``proposer.updates_per_batch = 2``); the paper does
+  not state its setting.
+- ``cross_scale``: an 8B proposer with a 4B solver, VD75 (App. "Cross-scale co-evolution");
+  its models are those of the paper profile, override ``model`` for other sizes.
+
+>>> arm_params({"vocab_dropout": {"alpha": 0.5}}, "gen_only")["vocab_dropout"]
+{'alpha': 0.75, 'phases': 'gen'}
+>>> arm_params({}, "vd95")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+vdlib.registry.UnknownNameError: unknown arm 'vd95'; valid names: anneal, baseline, ...
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from vdlib.registry import Registry
+
+__all__ = ["ARMS", "arm_params", "arm_names"]
+
+ARMS: Registry[dict[str, Any]] = Registry("arm")
+ARMS.add("baseline", {"vocab_dropout": {"alpha": 1.0}})
+ARMS.add("vd85", {"vocab_dropout": {"alpha": 0.85, "phases": "both"}})
+ARMS.add("vd75", {"vocab_dropout": {"alpha": 0.75, "phases": "both"}})
+ARMS.add("train_only", {"vocab_dropout": {"alpha": 0.75, "phases": "train"}})
+ARMS.add("gen_only", {"vocab_dropout": {"alpha": 0.75, "phases": "gen"}})
+ARMS.add("anneal", {"vocab_dropout": {"alpha": 0.75, "alpha_final": 1.0, "schedule": "linear",
+                                      "phases": "both"}})
+ARMS.add("kl_cov", {"vocab_dropout": {"alpha": 1.0},
+                    "proposer": {"loss_variant": "kl_cov", "updates_per_batch": 2}})
+ARMS.add("clip_cov", {"vocab_dropout": {"alpha": 1.0}, "proposer": {"loss_variant": "clip_cov"}})
+ARMS.add("cross_scale", {"vocab_dropout": {"alpha": 0.75, "phases": "both"},
+                         "model": {"proposer": "Qwen/Qwen3-8B-Base",
+                                   "solver": "Qwen/Qwen3-4B-Base"}})
+
+
+def arm_names() -> list[str]:
+    return ARMS.names()
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) \
+            else copy.deepcopy(v)
+    return out
+
+
+def arm_params(base: dict[str, Any], arm: str) -> dict[str, Any]:
+    """``base`` with the arm's overrides merged in, ``run_id`` set to ``<arm>-seed<seed>`` and
+    ``arms`` cleared (the result describes one run)."""
+    merged = _merge(base, ARMS.get(arm))
+    merged["run_id"] = f"{arm}-seed{merged.get('seed', 0)}"
+    merged["arms"] = []
+    return merged

@@ -1,0 +1,366 @@
+"""The co-evolution loop (paper Algorithm 1): resumable, deterministic, one folder per run.
+
+For t = 1..T, in stages, each finished by an atomic write (so a killed run loses at most the
+stage in progress and re-running the same command continues after the last finished stage):
+
+1. ``proposer``: GRPO on the proposer prompt (G samples per prompt) with the train-phase mask of
+   each rollout batch; rewards from the FROZEN previous solver (:class:`ProposerReward`).
+   Writes ``proposer_rollouts.jsonl``, ``proposer_train.json``, then ``proposer_model/``.
+2. ``generate``: the trained proposer writes K questions, a fresh gen-phase mask per batch.
+   Writes ``generated.jsonl``.
+3. ``score``: the frozen previous solver answers each valid question M times (majority answer,
+   acc). Writes ``questions.jsonl``.
+4. ``curriculum``: keep tau_min <= acc <= tau_max; target = the proposer's answer (paper) or the
+   majority answer (R-Zero). Writes ``curriculum.jsonl``.
+5. ``solver``: GRPO of the solver on the curriculum, binary reward against the target.
+   Writes ``solver_train.json``, then ``solver_model/`` (an empty curriculum carries the previous
+   solver forward unchanged, and says so).
+6. ``metrics``: the iteration's numbers. Writes ``metrics.json``.
+
+Wall-clock seconds per stage go to ``iter_<t>/timing.json`` (the one file that differs between
+two runs of the same config, with ``manifest.json``).
+
+Iteration 1 starts both roles from the base checkpoint (the proposer from its format
+warm-start in the tiny profile). Every stage seeds itself from ``(seed, stage, t)`` and reads its
+inputs from disk, so an interrupted-and-resumed run produces the same artifacts as an
+uninterrupted one. Layout: ``<output_dir>/<experiment>/<run_id>/`` with ``config.yaml``,
+``manifest.json`` and ``iter_<t>/`` (DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from vdlib.artifacts import atomic_write_json, read_jsonl, start_run, write_jsonl
+from vdlib.config import ConfigError, ExperimentConfig, load_params
+from vdlib.curriculum import generate_proposals, proposal_records
+from vdlib.generation import HFEngine
+from vdlib.models import MODELS, atomic_build_dir, load_model, resolve_device
+from vdlib.prompts import proposer_prompt, solver_prompt
+from vdlib.scoring import score_questions
+from vdlib.seeding import derive_seed
+from vdlib.vocab_dropout import VocabDropout, alpha_at, mask_active, mask_seed
+
+__all__ = ["STAGES", "RunResult", "run", "run_arms", "iteration_dir", "filter_curriculum"]
+
+logger = logging.getLogger(__name__)
+
+STAGES = ("proposer", "generate", "score", "curriculum", "solver", "metrics")
+_DONE = {"proposer": "proposer_model", "generate": "generated.jsonl", "score": "questions.jsonl",
+         "curriculum": "curriculum.jsonl", "solver": "solver_model", "metrics": "metrics.json"}
+
+
+@dataclass
+class RunResult:
+    """Where the run lives and each iteration's metrics."""
+
+    run_dir: Path
+    iterations: list[dict[str, Any]] = field(default_factory=list)
+
+
+def iteration_dir(run_dir: Path, t: int) -> Path:
+    return run_dir / f"iter_{t}"
+
+
+def _done(run_dir: Path, t: int, stage: str) -> bool:
+    path = iteration_dir(run_dir, t) / _DONE[stage]
+    return (path / "config.json").exists() if path.suffix == "" else path.exists()
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def filter_curriculum(questions: list[dict[str, Any]], tau_min: float, tau_max: float,
+                      target: str = "proposer") -> list[dict[str, Any]]:
+    """Questions in the difficulty window with a target answer (see the module docstring)."""
+    out = []
+    for q in questions:
+        acc = q.get("acc")
+        if not q.get("valid") or acc is None or not tau_min - 1e-9 <= acc <= tau_max + 1e-9:
+            continue
+        answer = q["answer"] if target == "proposer" else q.get("majority")
+        if answer is None:
+            continue
+        out.append({"question": q["question"], "answer": answer, "acc": acc,
+                    "proposer_answer": q["answer"], "majority": q.get("majority"),
+                    "mask_seed": q.get("mask_seed")})
+    return out
+
+
+class _Loop:
+    def __init__(self, cfg: ExperimentConfig) -> None:
+        self.cfg = cfg
+        self.device = str(resolve_device(cfg.model.device))
+        self.use_cpu = self.device == "cpu"
+        self.run_dir = start_run(cfg)
+
+    # ---------------------------------------------------------------- models
+
+    def _materialise(self, name: str, role: str) -> str:
+        """A path (or Hub id) TRL can load: registered names are saved once into the run."""
+        if Path(name).expanduser().is_dir():
+            return str(Path(name).expanduser())
+        if name not in MODELS:
+            return name  # Hugging Face id
+        target = self.run_dir / "base_models" / f"{role}-{name}"
+        if not (target / "config.json").exists():
+            model, tok = load_model(name, dtype="float32", device="cpu",
+                                    cache_dir=self.cfg.model.cache_dir)
+
+            def build(tmp: Path) -> None:
+                model.save_pretrained(tmp)
+                tok.save_pretrained(tmp)
+
+            atomic_build_dir(target, build)
+        return str(target)
+
+    def base(self, name: str, role: str) -> str:
+        """Iteration-0 checkpoint of a role: the base model, format-warm-started if asked."""
+        cfg = self.cfg
+        if cfg.warm_start.mode == "sft":
+            from vdlib.warm_start import warm_start_dir
+
+            return str(warm_start_dir(name, cfg.warm_start, seed=cfg.seed,
+                                      cache_dir=cfg.model.cache_dir, device=self.device))
+        return self._materialise(name, role)
+
+    def proposer_path(self, t: int) -> str:
+        return str(iteration_dir(self.run_dir, t) / "proposer_model") if t else \
+            self.base(self.cfg.model.proposer, "proposer")
+
+    def solver_path(self, t: int) -> str:
+        return str(iteration_dir(self.run_dir, t) / "solver_model") if t else \
+            self.base(self.cfg.solver_model, "solver")
+
+    def _load(self, path: str) -> tuple[Any, Any]:
+        return load_model(path, dtype=self.cfg.model.dtype if not self.use_cpu else "float32",
+                          device=self.device, cache_dir=self.cfg.model.cache_dir)
+
+    def alpha(self, t: int) -> float:
+        vd = self.cfg.vocab_dropout
+        return alpha_at(t, self.cfg.iterations, alpha=vd.alpha, alpha_final=vd.alpha_final,
+                        schedule=vd.schedule)
+
+    def mask_for(self, model: Any, tok: Any, t: int, stage: str) -> VocabDropout | None:
+        """The iteration's mask for ``stage``, or None (phase off, or alpha = 1: the unmasked
+        baseline runs without any processor)."""
+        vd = self.cfg.vocab_dropout
+        alpha = self.alpha(t)
+        if not mask_active(vd.phases, stage) or alpha >= 1.0:
+            return None
+        return VocabDropout.for_model(model, tok, alpha, vd.format_strings,
+                                      vd.extra_protected_ids)
+
+    def _engine(self, model: Any, tok: Any, batch_size: int) -> HFEngine:
+        return HFEngine(model, tok, batch_size=batch_size)
+
+    def _save_model(self, trainer: Any, tok: Any, target: Path) -> None:
+        def build(tmp: Path) -> None:
+            trainer.save_model(str(tmp))
+            tok.save_pretrained(tmp)
+            (tmp / "training_args.bin").unlink(missing_ok=True)  # holds paths: not an artifact
+
+        atomic_build_dir(target, build)
+
+    # ---------------------------------------------------------------- stages
+
+    def stage_proposer(self, t: int, out: Path) -> None:
+        from datasets import Dataset
+
+        from vdlib.trainer import MaskedGRPOTrainer, ProposerReward, trl_args
+
+        cfg, g = self.cfg, self.cfg.proposer
+        model, tok = self._load(self.proposer_path(t - 1))
+        solver, solver_tok = self._load(self.solver_path(t - 1))
+        vd = self.mask_for(model, tok, t, "train")
+        prompts = [proposer_prompt(tok)] * (g.max_steps * g.rollout_batch_size)
+        trainer_box: list[Any] = []
+        reward = ProposerReward(self._engine(solver, solver_tok, 64), solver_tok, cfg.scoring,
+                                seed=derive_seed(cfg.seed, "proposer-score", t),
+                                trainer_ref=lambda: trainer_box[0] if trainer_box else None)
+        args = trl_args(g, output_dir=str(out / ".trl_proposer"), use_cpu=self.use_cpu,
+                        seed=derive_seed(cfg.seed, "proposer", t) % 2**31,
+                        masked=vd is not None)
+        trainer = MaskedGRPOTrainer(
+            model=model, reward_funcs=[reward], args=args,
+            train_dataset=Dataset.from_dict({"prompt": prompts}), processing_class=tok,
+            vocab_dropout=vd,
+            mask_seed_fn=(lambda step: mask_seed(cfg.seed, t, "train", step)) if vd else None,
+            loss_variant=g.loss_variant,
+            cov={"k_frac": g.kl_cov_k_frac, "beta": g.kl_cov_beta, "ratio": g.clip_cov_ratio,
+                 "lb": g.clip_cov_lb, "ub": g.clip_cov_ub})
+        trainer_box.append(trainer)
+        trainer.train()
+        write_jsonl(out / "proposer_rollouts.jsonl", reward.records)
+        atomic_write_json(out / "proposer_train.json", {
+            "alpha": self.alpha(t) if vd else 1.0, "masked": vd is not None,
+            "mask_log": trainer.mask_log, **_split_timing(trainer.state.log_history)})
+        self._save_model(trainer, tok, out / "proposer_model")
+        shutil.rmtree(out / ".trl_proposer", ignore_errors=True)
+
+    def stage_generate(self, t: int, out: Path) -> None:
+        cfg = self.cfg
+        model, tok = self._load(self.proposer_path(t))
+        vd = self.mask_for(model, tok, t, "gen")
+        engine = self._engine(model, tok, cfg.curriculum.batch_size)
+        samples = generate_proposals(engine, tok, cfg.curriculum, seed=cfg.seed, iteration=t,
+                                     vocab_dropout=vd)
+        records = proposal_records(samples)
+        for r in records:
+            r["alpha"] = vd.alpha if vd else 1.0
+        write_jsonl(out / "generated.jsonl", records)
+
+    def stage_score(self, t: int, out: Path) -> None:
+        cfg, s = self.cfg, self.cfg.scoring
+        records = read_jsonl(out / "generated.jsonl")
+        solver, tok = self._load(self.solver_path(t - 1))
+        scores = score_questions([r["question"] for r in records], self._engine(solver, tok, 64),
+                                 tok, s.num_solver_samples, seed=derive_seed(cfg.seed, "score", t),
+                                 temperature=s.temperature, top_p=s.top_p, top_k=s.top_k,
+                                 max_new_tokens=s.max_new_tokens)
+        for r, sc in zip(records, scores, strict=True):
+            r.update(solver_answers=sc.answers, majority=sc.majority, acc=sc.acc,
+                     proposer_agrees=sc.agrees_with(r["answer"]) if sc.acc is not None else None)
+        write_jsonl(out / "questions.jsonl", records)
+
+    def stage_curriculum(self, t: int, out: Path) -> None:
+        s = self.cfg.scoring
+        kept = filter_curriculum(read_jsonl(out / "questions.jsonl"), s.tau_min, s.tau_max,
+                                 s.solver_target)
+        write_jsonl(out / "curriculum.jsonl", kept)
+
+    def stage_solver(self, t: int, out: Path) -> None:
+        from datasets import Dataset
+
+        from vdlib.trainer import MaskedGRPOTrainer, SolverReward, trl_args
+
+        cfg, g = self.cfg, self.cfg.solver
+        curriculum = read_jsonl(out / "curriculum.jsonl")
+        previous = self.solver_path(t - 1)
+        if not curriculum:
+            logger.warning("iteration %d: empty curriculum; the solver is carried forward", t)
+            atomic_write_json(out / "solver_train.json", {"skipped": "empty curriculum"})
+            model, tok = load_model(previous, dtype="float32", device="cpu")
+
+            def build(tmp: Path) -> None:
+                model.save_pretrained(tmp)
+                tok.save_pretrained(tmp)
+
+            atomic_build_dir(out / "solver_model", build)
+            return
+        model, tok = self._load(previous)
+        n = max(len(curriculum), g.max_steps * g.rollout_batch_size)
+        rows = [curriculum[i % len(curriculum)] for i in range(n)]
+        data = Dataset.from_dict({"prompt": [solver_prompt(tok, r["question"]) for r in rows],
+                                  "answer": [r["answer"] for r in rows]})
+        reward = SolverReward()
+        args = trl_args(g, output_dir=str(out / ".trl_solver"), use_cpu=self.use_cpu,
+                        seed=derive_seed(cfg.seed, "solver", t) % 2**31)
+        trainer = MaskedGRPOTrainer(model=model, reward_funcs=[reward], args=args,
+                                    train_dataset=data, processing_class=tok,
+                                    loss_variant=g.loss_variant)
+        trainer.train()
+        atomic_write_json(out / "solver_train.json", {
+            "curriculum_size": len(curriculum), "mean_reward": float(np.mean(
+                [r["reward"] for r in reward.records])) if reward.records else None,
+            **_split_timing(trainer.state.log_history)})
+        self._save_model(trainer, tok, out / "solver_model")
+        shutil.rmtree(out / ".trl_solver", ignore_errors=True)
+
+    def stage_metrics(self, t: int, out: Path) -> dict[str, Any]:
+        from vdlib.loop_metrics import iteration_metrics
+
+        metrics = iteration_metrics(out, t, self.alpha(t))
+        atomic_write_json(out / "metrics.json", metrics)
+        return metrics
+
+    # ---------------------------------------------------------------- driver
+
+    def run(self, on_stage: Callable[[int, str], None] | None = None) -> RunResult:
+        result = RunResult(self.run_dir)
+        for t in range(1, self.cfg.iterations + 1):
+            out = iteration_dir(self.run_dir, t)
+            out.mkdir(parents=True, exist_ok=True)
+            for stage in STAGES:
+                if _done(self.run_dir, t, stage):
+                    logger.info("iteration %d %s: done earlier, skipped", t, stage)
+                    continue
+                if on_stage is not None:
+                    on_stage(t, stage)
+                start = time.perf_counter()
+                _seed_everything(derive_seed(self.cfg.seed, stage, t) % 2**63)
+                getattr(self, f"stage_{stage}")(t, out)
+                seconds = time.perf_counter() - start
+                timing_path = out / "timing.json"
+                timing = json.loads(timing_path.read_text()) if timing_path.exists() else {}
+                atomic_write_json(timing_path, {**timing, stage: round(seconds, 2)})
+                logger.info("iteration %d %s: %.1f s", t, stage, seconds)
+            metrics = json.loads((out / "metrics.json").read_text())
+            result.iterations.append(metrics)
+            logger.info("iteration %d: %s", t, _summary(metrics))
+        start_run(self.cfg)  # refresh the manifest's "updated" time
+        return result
+
+
+_TIMING_KEYS = ("train_runtime", "train_samples_per_second", "train_steps_per_second",
+                "step_time")
+
+
+def _split_timing(history: list[dict[str, Any]]) -> dict[str, Any]:
+    """TRL's log history without its wall-clock fields, so the same seed gives the same file
+    (stage wall-clock times go to ``timing.json``)."""
+    return {"log_history": [{k: v for k, v in row.items() if k not in _TIMING_KEYS}
+                            for row in history]}
+
+
+def _summary(m: dict[str, Any]) -> str:
+    keys = ("valid_questions", "generated", "mean_acc", "curriculum_size", "kept_fraction")
+    return ", ".join(f"{k}={m.get(k)}" for k in keys)
+
+
+def _check_supported(cfg: ExperimentConfig) -> None:
+    for role in ("proposer", "solver"):
+        if getattr(cfg, role).cov_scope != "micro_batch":
+            raise ConfigError(f"{role}.cov_scope = 'mini_batch' is not supported by the TRL "
+                              "trainer yet; allowed values: micro_batch")
+
+
+def run(config: ExperimentConfig | str | dict, on_stage: Callable[[int, str], None] | None = None
+        ) -> RunResult:
+    """Run (or resume) the co-evolution of ``config`` (an ExperimentConfig, params path or
+    dict); returns the run folder and each iteration's metrics. ``config.arms`` is ignored
+    here: see :func:`run_arms`."""
+    cfg = config if isinstance(config, ExperimentConfig) else load_params(config)
+    _check_supported(cfg)
+    return _Loop(cfg).run(on_stage)
+
+
+def run_arms(config: ExperimentConfig | str | dict,
+             on_stage: Callable[[int, str], None] | None = None) -> dict[str, RunResult]:
+    """Run (or resume) every arm in ``config.arms`` (vdlib.arms), each in its own folder
+    ``<experiment>/<arm>-seed<seed>``; with no arms, the config itself under its own name."""
+    from vdlib.arms import arm_params
+    from vdlib.config import to_dict
+
+    cfg = config if isinstance(config, ExperimentConfig) else load_params(config)
+    if not cfg.arms:
+        return {cfg.run_id or "run": run(cfg, on_stage)}
+    base = to_dict(cfg)
+    configs = {arm: load_params(arm_params(base, arm)) for arm in cfg.arms}  # validate all first
+    for c in configs.values():
+        _check_supported(c)
+    return {arm: run(c, on_stage) for arm, c in configs.items()}
