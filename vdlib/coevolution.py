@@ -282,11 +282,14 @@ class _Loop:
         shutil.rmtree(out / ".trl_solver", ignore_errors=True)
 
     def stage_metrics(self, t: int, out: Path) -> dict[str, Any]:
-        from vdlib.loop_metrics import iteration_metrics
+        from vdlib.metrics.run_metrics import write_iteration_metrics
+        from vdlib.models import load_tokenizer
 
-        metrics = iteration_metrics(out, t, self.alpha(t))
-        atomic_write_json(out / "metrics.json", metrics)
-        return metrics
+        m = self.cfg.metrics
+        embedder = None if m.embedder == "none" else m.embedder
+        return write_iteration_metrics(out, t, self.alpha(t), embedder=embedder,
+                                       tokenizer=load_tokenizer(self.proposer_path(t)),
+                                       extra=tuple(m.extra), novelty_threshold=m.novelty_threshold)
 
     # ---------------------------------------------------------------- driver
 

@@ -44,6 +44,7 @@ __all__ = [
     "CurriculumConfig",
     "EvaluationConfig",
     "WarmStartConfig",
+    "MetricsConfig",
     "PROFILE_PRESETS",
     "load_params",
     "save_params",
@@ -252,6 +253,21 @@ class WarmStartConfig:
     learning_rate: float = param(2e-4, "Learning rate of the SFT warm-start.", gt=0)
 
 
+@dataclass
+class MetricsConfig:
+    """Per-iteration diversity metrics (vdlib.metrics)."""
+
+    embedder: str = param("openai:text-embedding-3-small", "Embedder for Vendi, novelty and "
+                          "cosine distance: minilm (packaged, offline), openai:<model> (key from "
+                          "OPENAI_API_KEY), hf:<id>, or none. Paper App. 'Vendi score "
+                          "computation': text-embedding-3-small.")
+    novelty_threshold: float = param(0.3, "Cosine distance above which a question is novel. "
+                                     f"{SETUP}: 0.3.", ge=0, le=2)
+    extra: list[str] = param([], "Costly extra metrics: nli_diversity, "
+                             "nli_diversity_unidirectional, curriculum_nli_diversity, "
+                             "epiplexity (each needs its model).")
+
+
 KNOWN_BENCHMARKS = ("gsm8k", "math500", "amc23", "olympiadbench", "aime24", "aime25", "minerva",
                     "gsm_symbolic", "champ", "bbh", "medqa", "supergpqa", "winogrande")
 
@@ -290,6 +306,8 @@ class ExperimentConfig:
                                          metadata={"help": "Evaluation protocol."})
     warm_start: WarmStartConfig = field(default_factory=WarmStartConfig,
                                         metadata={"help": "Tiny-profile format warm-start."})
+    metrics: MetricsConfig = field(default_factory=MetricsConfig,
+                                   metadata={"help": "Per-iteration metrics."})
 
     @property
     def solver_model(self) -> str:
@@ -301,7 +319,7 @@ class ExperimentConfig:
 
 _TINY_GRPO = {"precision": "float32", "gradient_checkpointing": False, "global_batch_size": 1,
               "micro_batch_size_update": 4, "micro_batch_size_experience": 4,
-              "rollout_batch_size": 1, "max_response_length": 96, "max_steps": 2, "epochs": 1}
+              "rollout_batch_size": 1, "max_response_length": 128, "max_steps": 2, "epochs": 1}
 
 PROFILE_PRESETS: dict[str, dict[str, Any]] = {
     "paper": {},
@@ -310,6 +328,7 @@ PROFILE_PRESETS: dict[str, dict[str, Any]] = {
         "seeds": [0],
         "iterations": 2,
         "curriculum": {"num_questions": 256},
+        "metrics": {"embedder": "minilm"},
         "evaluation": {"runs": 1, "limit": 100},
     },
     "tiny": {
@@ -318,9 +337,10 @@ PROFILE_PRESETS: dict[str, dict[str, Any]] = {
         "iterations": 2,
         "proposer": _TINY_GRPO,
         "solver": _TINY_GRPO,
-        "scoring": {"num_solver_samples": 4, "max_new_tokens": 64},
+        "scoring": {"num_solver_samples": 5, "max_new_tokens": 96},
         "warm_start": {"mode": "sft"},
-        "curriculum": {"num_questions": 12, "batch_size": 12, "max_new_tokens": 96},
+        "metrics": {"embedder": "minilm"},
+        "curriculum": {"num_questions": 12, "batch_size": 12, "max_new_tokens": 128},
         "evaluation": {"benchmarks": ["gsm_symbolic"], "runs": 1, "limit": 20,
                        "max_context": 512},
     },
