@@ -20,7 +20,6 @@ are fine for speed.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import random
 import statistics
@@ -33,16 +32,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench_common import QWEN3_SHAPES, qwen3_config, report  # noqa: E402
+
 from vdlib.config import GRPOConfig  # noqa: E402
 from vdlib.trainer import MaskedGRPOTrainer, trl_args  # noqa: E402
 from vdlib.vocab_dropout import VocabDropout, mask_seed  # noqa: E402
-
-SHAPES = {
-    "qwen3-0.6b-shape": dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
-                             num_attention_heads=16, num_key_value_heads=8, head_dim=128),
-    "qwen3-4b-shape": dict(hidden_size=2560, intermediate_size=9728, num_hidden_layers=36,
-                           num_attention_heads=32, num_key_value_heads=8, head_dim=128),
-}
 
 
 def model_dir(name: str, root: Path, tokenizer: str | None = None) -> Path:
@@ -52,15 +46,13 @@ def model_dir(name: str, root: Path, tokenizer: str | None = None) -> Path:
     from vdlib.models import load_model, load_tokenizer, prepare_tokenizer
 
     path = root / name
-    if name in SHAPES:
-        from transformers import Qwen3Config, Qwen3ForCausalLM
+    if name in QWEN3_SHAPES:
+        from transformers import Qwen3ForCausalLM
 
         tok = (prepare_tokenizer(AutoTokenizer.from_pretrained(tokenizer)) if tokenizer
                else load_tokenizer("smollm2-135m"))
-        cfg = Qwen3Config(vocab_size=151_936, max_position_embeddings=4096,
-                          tie_word_embeddings=True, bos_token_id=tok.bos_token_id,
-                          eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
-                          **SHAPES[name])
+        cfg = qwen3_config(name, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                           pad_token_id=tok.pad_token_id)
         torch.manual_seed(0)
         model = Qwen3ForCausalLM(cfg)
     else:
@@ -156,14 +148,10 @@ def main(argv=None) -> int:
               "seconds_per_step_masked": round(med["masked"], 3),
               "ratio_masked_over_unmasked": round(med["masked"] / med["unmasked"], 4),
               "step_seconds": {k: [round(x, 3) for x in v] for k, v in times.items()}}
-    sys.stdout.write(json.dumps(result, indent=2) + "\n")
-    sys.stdout.write(f"\n{args.model} on {device}: proposer step "
-                     f"{result['seconds_per_step_unmasked']} s unmasked, "
-                     f"{result['seconds_per_step_masked']} s masked, ratio "
-                     f"{result['ratio_masked_over_unmasked']}\n")
-    if args.json:
-        with open(args.json, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(result) + "\n")
+    report(result, f"{args.model} on {device}: proposer step "
+                   f"{result['seconds_per_step_unmasked']} s unmasked, "
+                   f"{result['seconds_per_step_masked']} s masked, ratio "
+                   f"{result['ratio_masked_over_unmasked']}", args.json)
     return 0
 
 

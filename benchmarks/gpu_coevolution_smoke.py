@@ -26,23 +26,17 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-SHAPES = {
-    "qwen3-0.6b-shape": dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
-                             num_attention_heads=16, num_key_value_heads=8, head_dim=128),
-    "qwen3-4b-shape": dict(hidden_size=2560, intermediate_size=9728, num_hidden_layers=36,
-                           num_attention_heads=32, num_key_value_heads=8, head_dim=128),
-}
+from bench_common import QWEN3_SHAPES, qwen3_config  # noqa: E402
 
 
 def build(shape: str, tokenizer: str, target: Path) -> Path:
-    from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
+    from transformers import AutoTokenizer, Qwen3ForCausalLM
 
     from vdlib.models import prepare_tokenizer
 
     tok = prepare_tokenizer(AutoTokenizer.from_pretrained(tokenizer))
-    cfg = Qwen3Config(vocab_size=151_936, max_position_embeddings=4096, tie_word_embeddings=True,
-                      bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                      pad_token_id=tok.pad_token_id, **SHAPES[shape])
+    cfg = qwen3_config(shape, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                       pad_token_id=tok.pad_token_id)
     torch.manual_seed(0)
     Qwen3ForCausalLM(cfg).to(torch.bfloat16).save_pretrained(target)
     tok.save_pretrained(target)
@@ -53,7 +47,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tokenizer", required=True)
-    p.add_argument("--shape", default="qwen3-0.6b-shape", choices=sorted(SHAPES))
+    p.add_argument("--shape", default="qwen3-0.6b-shape", choices=sorted(QWEN3_SHAPES))
     p.add_argument("--out", default="outputs/gpu_smoke")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")

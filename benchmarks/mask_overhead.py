@@ -20,7 +20,6 @@ from its seed on the device per batch).
 from __future__ import annotations
 
 import argparse
-import json
 import pickle
 import platform
 import statistics
@@ -32,27 +31,17 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from vdlib.vocab_dropout import VocabDropout  # noqa: E402
+from bench_common import QWEN3_REAL_IDS, QWEN3_SHAPES, QWEN3_WIDTH, qwen3_config, report  # noqa: E402, I001
 
-QWEN3_REAL_IDS = 151_669
-QWEN3_WIDTH = 151_936
-SHAPES = {
-    "qwen3-0.6b-shape": dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
-                             num_attention_heads=16, num_key_value_heads=8, head_dim=128,
-                             tie_word_embeddings=True),
-    "qwen3-4b-shape": dict(hidden_size=2560, intermediate_size=9728, num_hidden_layers=36,
-                           num_attention_heads=32, num_key_value_heads=8, head_dim=128,
-                           tie_word_embeddings=True),
-}
+from vdlib.vocab_dropout import VocabDropout  # noqa: E402
 
 
 def build(name: str, device: str, dtype: torch.dtype):
     """(model, prompt input_ids for one row, VocabDropout over the model's logits)."""
-    if name in SHAPES:
-        from transformers import Qwen3Config, Qwen3ForCausalLM
+    if name in QWEN3_SHAPES:
+        from transformers import Qwen3ForCausalLM
 
-        cfg = Qwen3Config(vocab_size=QWEN3_WIDTH, max_position_embeddings=4096,
-                          **SHAPES[name])
+        cfg = qwen3_config(name)
         with torch.device(device):
             torch.manual_seed(0)
             model = Qwen3ForCausalLM(cfg).to(dtype).eval()
@@ -194,15 +183,11 @@ def main(argv=None) -> int:
     result = {"generation": bench_generation(args)}
     if args.routes:
         result["vllm_routes"] = bench_vllm_routes(args.device)
-    text = json.dumps(result, indent=2)
-    sys.stdout.write(text + "\n")
     g = result["generation"]
-    sys.stdout.write(f"\n{g['model']} on {g['device']}, batch {g['batch']} x {g['new_tokens']} "
-                     f"tokens: unmasked {g['tokens_per_s_unmasked']} tok/s, masked "
-                     f"{g['tokens_per_s_masked']} tok/s, ratio {g['ratio_masked_over_unmasked']}\n")
-    if args.json:
-        with open(args.json, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(result) + "\n")
+    report(result, f"{g['model']} on {g['device']}, batch {g['batch']} x {g['new_tokens']} "
+                   f"tokens: unmasked {g['tokens_per_s_unmasked']} tok/s, masked "
+                   f"{g['tokens_per_s_masked']} tok/s, ratio {g['ratio_masked_over_unmasked']}",
+           args.json)
     return 0
 
 

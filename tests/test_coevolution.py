@@ -50,6 +50,14 @@ def test_full_artifact_tree(tmp_path):
     assert not list(it.glob(".*")), "temporary folders left behind"
 
 
+def test_same_config_and_seed_give_the_same_artifacts(tmp_path):
+    a = run(tiny_params(tmp_path / "a")).run_dir
+    b = run(tiny_params(tmp_path / "b")).run_dir
+    assert _artifacts(a) == _artifacts(b)
+    c = run(tiny_params(tmp_path / "c", seed=1)).run_dir
+    assert _artifacts(c)["iter_1/generated.jsonl"] != _artifacts(a)["iter_1/generated.jsonl"]
+
+
 def test_baseline_arm_runs_without_a_mask(tmp_path):
     result = run(arm_params(tiny_params(tmp_path), "baseline"))
     assert result.run_dir.name == "baseline-seed0"

@@ -359,3 +359,23 @@ def load_tokenizer(
     else:
         ref = HUB_ALIASES.get(name) or _resolve_ref(name)
     return prepare_tokenizer(AutoTokenizer.from_pretrained(ref, cache_dir=cache))
+
+
+def load_auxiliary_model(ref: str, auto_class: str, what: str, device: str,
+                         hint: str = "") -> tuple[Any, Any]:
+    """(model, tokenizer) of an auxiliary Hub/local model (embedder, NLI classifier, ...) via
+    ``transformers.<auto_class>``, in eval mode on ``device``. An uncached Hub id while
+    offline raises :class:`ModelUnavailableError` naming HF_HUB_OFFLINE (``hint`` is appended)."""
+    import transformers
+
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(ref)
+        model = getattr(transformers, auto_class).from_pretrained(ref)
+    except OSError as err:
+        if hub_offline() and not Path(ref).exists():
+            raise ModelUnavailableError(
+                f"{what} {ref!r} is not in the local Hugging Face cache and the Hub is offline "
+                f"(HF_HUB_OFFLINE=1): unset HF_HUB_OFFLINE to download it, or pass a local "
+                f"folder as 'hf:<path>'{hint}") from err
+        raise ModelUnavailableError(f"could not load {what} {ref!r}: {err}") from err
+    return model.to(device).eval(), tokenizer

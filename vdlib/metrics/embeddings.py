@@ -210,21 +210,10 @@ def pool(hidden: Any, attention_mask: Any, mode: str = "mean") -> Any:
 
 @functools.lru_cache(maxsize=4)
 def _load_encoder(ref: str, device: str) -> tuple[Any, Any]:
-    from transformers import AutoModel, AutoTokenizer
+    from vdlib.models import load_auxiliary_model
 
-    from vdlib.models import ModelUnavailableError, hub_offline
-
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(ref)
-        model = AutoModel.from_pretrained(ref)
-    except OSError as err:
-        if hub_offline() and not Path(ref).exists():
-            raise ModelUnavailableError(
-                f"embedder model {ref!r} is not in the local Hugging Face cache and the Hub is "
-                "offline (HF_HUB_OFFLINE=1): unset HF_HUB_OFFLINE to download it, pass a local "
-                "folder as 'hf:<path>', or use the packaged 'minilm'") from err
-        raise ModelUnavailableError(f"could not load embedder model {ref!r}: {err}") from err
-    return model.to(device).eval(), tokenizer
+    return load_auxiliary_model(ref, "AutoModel", "embedder model", device,
+                                ", or use the packaged 'minilm'")
 
 
 class HFEmbedder:

@@ -103,21 +103,9 @@ def labels_from_config(id2label: dict[Any, str], ref: str = "model") -> list[str
 
 @functools.lru_cache(maxsize=2)
 def _load_classifier(ref: str, device: str) -> tuple[Any, Any]:
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    from vdlib.models import load_auxiliary_model
 
-    from vdlib.models import ModelUnavailableError, hub_offline
-
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(ref)
-        model = AutoModelForSequenceClassification.from_pretrained(ref)
-    except OSError as err:
-        if hub_offline() and not Path(ref).exists():
-            raise ModelUnavailableError(
-                f"NLI model {ref!r} is not in the local Hugging Face cache and the Hub is "
-                "offline (HF_HUB_OFFLINE=1): unset HF_HUB_OFFLINE to download it, or pass a "
-                "local folder as 'hf:<path>'") from err
-        raise ModelUnavailableError(f"could not load NLI model {ref!r}: {err}") from err
-    return model.to(device).eval(), tokenizer
+    return load_auxiliary_model(ref, "AutoModelForSequenceClassification", "NLI model", device)
 
 
 class HFNLIClassifier:
