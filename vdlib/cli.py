@@ -119,6 +119,27 @@ def _cmd_params(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from vdlib.evaluation import BenchmarkUnavailableError, evaluate, format_table
+    from vdlib.models import load_model
+    from vdlib.registry import UnknownNameError
+
+    out = args.out or str(Path("outputs") / "eval" / args.model.strip("/").replace("/", "__"))
+    try:
+        model, tokenizer = load_model(args.model, device=args.device)
+        summary = evaluate(model, tokenizer, args.benchmarks, runs=args.runs, seed=args.seed,
+                           temperature=args.temperature, top_p=args.top_p,
+                           max_context=args.max_context, max_new_tokens=args.max_new_tokens,
+                           data_dir=args.data_dir, limit=args.limit, out_dir=out,
+                           batch_size=args.batch_size)
+    except (UnknownNameError, BenchmarkUnavailableError, ValueError) as e:
+        sys.stderr.write(f"vdlib eval: {e}\n")
+        return 2
+    sys.stdout.write(format_table({args.model: summary}, fmt=args.format))
+    sys.stdout.write(f"records: {out}\n")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="vdlib", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -145,6 +166,23 @@ def build_parser() -> argparse.ArgumentParser:
     pa.add_argument("action", choices=["check", "describe"])
     pa.add_argument("file", nargs="?")
     pa.set_defaults(func=_cmd_params)
+
+    ev = sub.add_parser("eval", help="evaluate a model on benchmarks (pass@1 over runs, +- s.e.)")
+    ev.add_argument("--model", required=True, help="registered name, local path or Hub id")
+    ev.add_argument("--benchmarks", nargs="+", required=True, help="e.g. gsm8k math500")
+    ev.add_argument("--runs", type=int, default=3, help="independent runs (seeds seed..seed+k-1)")
+    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--data-dir", help="local benchmarks: DIR/<name>/test.jsonl (else the Hub)")
+    ev.add_argument("--limit", type=int, help="first N items per benchmark")
+    ev.add_argument("--out", help="records folder (default outputs/eval/<model>); resumable")
+    ev.add_argument("--temperature", type=float, default=0.7)
+    ev.add_argument("--top-p", type=float, default=1.0)
+    ev.add_argument("--max-context", type=int, default=4096, help="prompt + answer tokens")
+    ev.add_argument("--max-new-tokens", type=int, help="cap on answer tokens (default: none)")
+    ev.add_argument("--batch-size", type=int, default=16)
+    ev.add_argument("--device", default="auto")
+    ev.add_argument("--format", choices=["markdown", "latex"], default="markdown")
+    ev.set_defaults(func=_cmd_eval)
     return p
 
 
