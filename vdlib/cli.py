@@ -1,6 +1,7 @@
-"""Command line: ``vdlib run``, ``vdlib notebooks run``, ``vdlib params check|describe``.
+"""Command line: ``vdlib run``, ``vdlib eval``, ``vdlib notebooks run``, ``vdlib params ...``.
 
     vdlib run params/tiny/quickstart.yaml                       # co-evolution, resumable
+    vdlib eval --model smollm2-135m --benchmarks gsm_symbolic --runs 3 --limit 50
     vdlib notebooks run --profile tiny [--only 00_quickstart]   # papermill, executed copies
     vdlib params check params/paper/base.yaml                   # validate, print resolved YAML
     vdlib params describe                                       # every parameter with its source
