@@ -32,10 +32,11 @@ def test_params_files_match_the_parameters_cell(nb):
     assert declared, f"{nb.name} has no cell tagged 'parameters'"
     for profile in ("tiny", "paper"):
         path = notebook_params_file(nb, profile, ROOT / "params")
-        if profile == "paper" and not path.exists():
-            continue  # paper params arrive with the experiment notebooks
-        keys = set(yaml.safe_load(path.read_text()))
-        assert keys == declared, f"{path.name}: {sorted(keys ^ declared)}"
+        if profile == "paper" and nb.stem == "00_quickstart":
+            continue  # the quickstart is tiny-only (params/paper/base.yaml is the paper recipe)
+        for f in [path, *sorted(path.parent.glob(f"{path.stem}@*.yaml"))]:
+            keys = set(yaml.safe_load(f.read_text()))
+            assert keys == declared, f"{f.name}: {sorted(keys ^ declared)}"
 
 
 def test_quickstart_executes_under_papermill(tmp_path):
@@ -61,3 +62,101 @@ def test_quickstart_executes_under_papermill(tmp_path):
     assert summary["arms"]["baseline"]["iterations"][0]["kept_fraction"] == 1.0
     executed = json.loads(out.read_text())
     assert any(c.get("outputs") for c in executed["cells"] if c["cell_type"] == "code")
+
+
+# ----------------------------------------------------------------------------- every notebook
+
+#: Config keys beyond the notebooks' parameters that shrink every run to seconds: the tiny
+#: random model everywhere, no warm-start, a handful of tokens, questions and items.
+SMOKE = {"warm_start": {"mode": "none"},
+         "scoring": {"num_solver_samples": 2, "max_new_tokens": 4},
+         "curriculum": {"num_questions": 3, "batch_size": 3, "max_new_tokens": 10},
+         "single_policy": {"dataset": "gsm_symbolic", "train_examples": 4}}
+_SMALL_GRPO = {"max_response_length": 8, "max_steps": 1}
+_TINY_MODELS = {"proposer": "tiny-random", "transfer": "tiny-random", "instruct": "tiny-random"}
+
+
+def smoke_params(nb: Path, out: Path) -> dict:
+    """The notebook's tiny params with the tiny random model and seconds-scale settings."""
+    params = yaml.safe_load(notebook_params_file(nb, "tiny", ROOT / "params").read_text())
+    params.update(SMOKE, output_dir=str(out))
+    params["model"] = {**params.get("model", {}), **_TINY_MODELS}
+    if params["model"].get("solver"):
+        params["model"]["solver"] = "tiny-random"
+    for role in ("proposer", "solver", "transfer"):
+        params[role] = {**params.get(role, {}), **_SMALL_GRPO}
+    if "iterations" in params:
+        params["iterations"] = min(params["iterations"], 2)
+    params["evaluation"] = {**params.get("evaluation", {}), "runs": 2, "limit": 2,
+                            "max_context": 256, "max_new_tokens": 4}
+    params["verification"] = {"backend": "local", "correctness_model": "tiny-random",
+                              "transfer_model": "tiny-random", "max_new_tokens": 4}
+    return params
+
+
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory):
+    """Every experiment notebook (01-06) executed in order with smoke params into one output
+    folder (03 and 06 read the runs 01 made, as in a real batch). Returns (outputs, copies)."""
+    from vdlib.notebooks import run_notebooks
+
+    tmp = tmp_path_factory.mktemp("notebooks")
+    params_dir = tmp / "params"
+    (params_dir / "tiny").mkdir(parents=True)
+    names = [nb.stem for nb in NOTEBOOKS if nb.stem != "00_quickstart"]
+    for nb in NOTEBOOKS:
+        if nb.stem in names:
+            f = notebook_params_file(nb, "tiny", params_dir)
+            f.write_text(yaml.safe_dump(smoke_params(nb, tmp / "outputs")))
+    jobs = run_notebooks("tiny", names, ROOT / "notebooks", params_dir, tmp, cwd=ROOT)
+    failed = {j.name: j.error for j in jobs if j.status != "ran"}
+    assert not failed, failed
+    return tmp / "outputs", {j.notebook.stem: j.output for j in jobs}
+
+
+def _report(outputs: Path, experiment: str, name: str) -> dict:
+    return json.loads((outputs / experiment / "reports" / name / "summary.json").read_text())
+
+
+EXPECTED = {  # notebook -> (experiment folder of the tiny params, files its report must hold)
+    "01_main_table": ("coevolution", ["main_table.md", "main_table.tex", "proposer_table.md",
+                                      "diversity_dynamics.png", "diversity_dynamics.pdf",
+                                      "vocab_util.md", "question_profile.png",
+                                      "correctness.md"]),
+    "02_phase_ablation": ("coevolution", ["phase_ablation.png", "cumulative_vendi.png",
+                                          "question_diversity.md", "phase_table.md",
+                                          "correctness.md"]),
+    "03_curriculum_transfer": ("transfer", ["transfer.md", "wellposed.md"]),
+    "04_single_policy": ("single_policy", ["entropy.png", "vanilla_grpo.md"]),
+    "05_annealing": ("coevolution", ["annealing.png", "annealing.pdf"]),
+    "06_cross_scale": ("cross_scale", ["cross_scale.md", "instruct.md"]),
+}
+
+
+def test_every_experiment_notebook_has_an_expectation():
+    assert {nb.stem for nb in NOTEBOOKS} - {"00_quickstart"} == set(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_notebook_executes_and_writes_its_report(executed, name):
+    outputs, copies = executed
+    experiment, files = EXPECTED[name]
+    report = _report(outputs, experiment, name)
+    folder = outputs / experiment / "reports" / name
+    for f in files:
+        assert (folder / f).is_file() and (folder / f).stat().st_size > 0, f
+    assert report["notebook"] == name and report["config"]["profile"] == "tiny"
+    cells = json.loads(copies[name].read_text())["cells"]
+    assert any(c.get("outputs") for c in cells if c["cell_type"] == "code")
+    text = json.dumps(cells)
+    assert "sk-" not in text and "OPENAI_API_KEY=" not in text
+
+
+def test_second_batch_skips_complete_notebooks(executed, tmp_path):
+    from vdlib.notebooks import run_notebooks
+
+    outputs, copies = executed
+    params_dir = outputs.parent / "params"
+    jobs = run_notebooks("tiny", ["05_annealing"], ROOT / "notebooks", params_dir,
+                         outputs.parent, cwd=ROOT)
+    assert [j.status for j in jobs] == ["skipped"]

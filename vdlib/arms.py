@@ -11,8 +11,12 @@ An arm is a small dict merged over a base params dict (``arm_params``); its run 
   (App. "Entropy-control baselines"). KL-Cov only acts off-policy, so its arm takes two
   optimizer passes over each rollout batch (``proposer.updates_per_batch = 2``); the paper does
   not state its setting.
-- ``cross_scale``: an 8B proposer with a 4B solver, VD75 (App. "Cross-scale co-evolution");
-  its models are those of the paper profile, override ``model`` for other sizes.
+- ``vd85_gen``: alpha 0.85 in curriculum generation only: the dropout arm of the cross-scale
+  runs (App. "Cross-scale co-evolution": an 8B proposer and a 4B solver, set through
+  ``model.proposer`` / ``model.solver``, compared with ``baseline`` on the same pair).
+- ``vd95``: alpha 0.95 (a light mask): the dropout arm of single-policy GRPO (App.
+  "Vocabulary dropout outside co-evolution", notebook 04; the mask acts on the policy's
+  rollouts).
 
 >>> arm_params({"vocab_dropout": {"alpha": 0.5}}, "gen_only")["vocab_dropout"]
 {'alpha': 0.75, 'phases': 'gen'}
@@ -42,9 +46,8 @@ ARMS.add("anneal", {"vocab_dropout": {"alpha": 0.75, "alpha_final": 1.0, "schedu
 ARMS.add("kl_cov", {"vocab_dropout": {"alpha": 1.0},
                     "proposer": {"loss_variant": "kl_cov", "updates_per_batch": 2}})
 ARMS.add("clip_cov", {"vocab_dropout": {"alpha": 1.0}, "proposer": {"loss_variant": "clip_cov"}})
-ARMS.add("cross_scale", {"vocab_dropout": {"alpha": 0.75, "phases": "both"},
-                         "model": {"proposer": "Qwen/Qwen3-8B-Base",
-                                   "solver": "Qwen/Qwen3-4B-Base"}})
+ARMS.add("vd85_gen", {"vocab_dropout": {"alpha": 0.85, "phases": "gen"}})
+ARMS.add("vd95", {"vocab_dropout": {"alpha": 0.95, "phases": "both"}})
 
 
 def arm_names() -> list[str]:

@@ -2,12 +2,13 @@
 
     vdlib run params/tiny/quickstart.yaml                       # co-evolution, resumable
     vdlib eval --model smollm2-135m --benchmarks gsm_symbolic --runs 3 --limit 50
-    vdlib notebooks run --profile tiny [--only 00_quickstart]   # papermill, executed copies
+    vdlib notebooks run --profile tiny [--only 00_quickstart] [--seeds 0 1 2]  # papermill
     vdlib params check params/paper/base.yaml                   # validate, print resolved YAML
     vdlib params describe                                       # every parameter with its source
 
-Notebook ``notebooks/NN_name.ipynb`` runs with ``params/<profile>/<name>.yaml`` and its executed
-copy goes to ``<output-dir>/notebooks/<profile>/NN_name.ipynb``. Invalid params fail before the
+Notebook ``notebooks/NN_name.ipynb`` runs with ``params/<profile>/<name>.yaml`` (and its
+``<name>@<variant>.yaml`` variants) and its executed copy goes to
+``<output-dir>/notebooks/<profile>/``; see :mod:`vdlib.notebooks`. Invalid params fail before any
 notebook starts. Re-running ``vdlib run`` with the same params continues after the last
 finished stage.
 """
@@ -21,57 +22,21 @@ from pathlib import Path
 
 import yaml
 
+from vdlib.notebooks import notebook_params_file  # noqa: F401 - public re-export
+
 logger = logging.getLogger("vdlib")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
-def notebook_params_file(notebook: Path, profile: str, params_dir: Path) -> Path:
-    """``params/<profile>/<name>.yaml`` for ``notebooks/NN_name.ipynb``."""
-    name = notebook.stem.split("_", 1)[1] if "_" in notebook.stem else notebook.stem
-    return params_dir / profile / f"{name}.yaml"
-
-
-def run_notebooks(profile: str, only: list[str] | None, notebooks_dir: Path, params_dir: Path,
-                  output_dir: Path) -> list[Path]:
-    """Execute notebooks with papermill; returns the executed copies' paths."""
-    import papermill
-
-    from vdlib.config import ConfigError, load_params
-
-    notebooks = sorted(notebooks_dir.glob("[0-9][0-9]_*.ipynb"))
-    if only:
-        names = {nb.stem: nb for nb in notebooks}
-        missing = [o for o in only if o not in names]
-        if missing:
-            raise SystemExit(f"unknown notebook {missing[0]!r}; available: {', '.join(names)}")
-        notebooks = [names[o] for o in only]
-    done = []
-    for nb in notebooks:
-        params_file = notebook_params_file(nb, profile, params_dir)
-        if not params_file.is_file():
-            raise SystemExit(f"no params file {params_file} for {nb.name} (profile {profile!r})")
-        params = yaml.safe_load(params_file.read_text(encoding="utf-8")) or {}
-        try:
-            load_params(params)  # fail before the kernel starts
-        except ConfigError as e:
-            raise SystemExit(f"{params_file}: {e}") from None
-        out = output_dir / "notebooks" / profile / nb.name
-        out.parent.mkdir(parents=True, exist_ok=True)
-        logger.info("running %s with %s -> %s", nb.name, params_file, out)
-        papermill.execute_notebook(str(nb), str(out), parameters=params, cwd=str(REPO_ROOT),
-                                   kernel_name="python3", progress_bar=False)
-        done.append(out)
-        logger.info("done: %s", out)
-    return done
-
-
 def _cmd_notebooks(args: argparse.Namespace) -> int:
-    outs = run_notebooks(args.profile, args.only, Path(args.notebooks_dir),
-                         Path(args.params_dir), Path(args.output_dir))
-    for out in outs:
-        sys.stdout.write(f"executed {out}\n")
-    return 0
+    from vdlib.notebooks import format_summary, run_notebooks
+
+    jobs = run_notebooks(args.profile, args.only, Path(args.notebooks_dir),
+                         Path(args.params_dir), Path(args.output_dir), seeds=args.seeds,
+                         force=args.force, cwd=REPO_ROOT)
+    sys.stdout.write(format_summary(jobs))
+    return 1 if any(j.status == "failed" for j in jobs) else 0
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -160,7 +125,10 @@ def build_parser() -> argparse.ArgumentParser:
     nb.add_argument("--only", nargs="+", help="notebook names, e.g. 00_quickstart")
     nb.add_argument("--notebooks-dir", default=str(REPO_ROOT / "notebooks"))
     nb.add_argument("--params-dir", default=str(REPO_ROOT / "params"))
-    nb.add_argument("--output-dir", default="outputs")
+    nb.add_argument("--output-dir", default="outputs", help="executed copies go to "
+                    "OUTPUT_DIR/notebooks/<profile>/")
+    nb.add_argument("--seeds", nargs="+", type=int, help="override the params' seeds")
+    nb.add_argument("--force", action="store_true", help="re-execute complete notebooks too")
     nb.set_defaults(func=_cmd_notebooks)
 
     pa = sub.add_parser("params", help="validate or describe experiment parameters")

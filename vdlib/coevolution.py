@@ -43,16 +43,18 @@ import numpy as np
 import torch
 
 from vdlib.artifacts import atomic_write_json, read_jsonl, start_run, write_jsonl
+from vdlib.artifacts import run_dir as run_folder
 from vdlib.config import ConfigError, ExperimentConfig, load_params
 from vdlib.curriculum import generate_proposals, proposal_records
 from vdlib.generation import HFEngine
 from vdlib.models import MODELS, atomic_build_dir, load_model, resolve_device
-from vdlib.prompts import proposer_prompt, solver_prompt
+from vdlib.prompts import proposer_prompt
 from vdlib.scoring import score_questions
 from vdlib.seeding import derive_seed
 from vdlib.vocab_dropout import VocabDropout, alpha_at, mask_active, mask_seed
 
-__all__ = ["STAGES", "RunResult", "run", "run_arms", "iteration_dir", "filter_curriculum"]
+__all__ = ["STAGES", "Loop", "RunResult", "run", "run_arms", "iteration_dir", "filter_curriculum",
+           "split_timing"]
 
 logger = logging.getLogger(__name__)
 
@@ -101,12 +103,17 @@ def filter_curriculum(questions: list[dict[str, Any]], tau_min: float, tau_max: 
     return out
 
 
-class _Loop:
-    def __init__(self, cfg: ExperimentConfig) -> None:
+class Loop:
+    """One run's loop: model paths per iteration, loading, masks, saving, and the stages.
+    ``start=False`` only resolves the run folder (no manifest is written): for helpers that
+    reuse its model handling (vdlib.policy)."""
+
+    def __init__(self, cfg: ExperimentConfig, start: bool = True) -> None:
         self.cfg = cfg
         self.device = str(resolve_device(cfg.model.device))
         self.use_cpu = self.device == "cpu"
-        self.run_dir = start_run(cfg)
+        self.run_dir = start_run(cfg) if start else run_folder(
+            cfg.output_dir, cfg.experiment, cfg.run_id or f"seed{cfg.seed}")
 
     # ---------------------------------------------------------------- models
 
@@ -146,7 +153,7 @@ class _Loop:
         return str(iteration_dir(self.run_dir, t) / "solver_model") if t else \
             self.base(self.cfg.solver_model, "solver")
 
-    def _load(self, path: str) -> tuple[Any, Any]:
+    def load(self, path: str) -> tuple[Any, Any]:
         return load_model(path, dtype=self.cfg.model.dtype if not self.use_cpu else "float32",
                           device=self.device, cache_dir=self.cfg.model.cache_dir)
 
@@ -168,11 +175,20 @@ class _Loop:
     def _engine(self, model: Any, tok: Any, batch_size: int) -> HFEngine:
         return HFEngine(model, tok, batch_size=batch_size)
 
-    def _save_model(self, trainer: Any, tok: Any, target: Path) -> None:
+    def save_model(self, trainer: Any, tok: Any, target: Path) -> None:
         def build(tmp: Path) -> None:
             trainer.save_model(str(tmp))
             tok.save_pretrained(tmp)
             (tmp / "training_args.bin").unlink(missing_ok=True)  # holds paths: not an artifact
+
+        atomic_build_dir(target, build)
+
+    @staticmethod
+    def save_pretrained(model: Any, tok: Any, target: Path) -> None:
+        """Save an (untrained) model and its tokenizer atomically."""
+        def build(tmp: Path) -> None:
+            model.save_pretrained(tmp)
+            tok.save_pretrained(tmp)
 
         atomic_build_dir(target, build)
 
@@ -184,8 +200,8 @@ class _Loop:
         from vdlib.trainer import MaskedGRPOTrainer, ProposerReward, trl_args
 
         cfg, g = self.cfg, self.cfg.proposer
-        model, tok = self._load(self.proposer_path(t - 1))
-        solver, solver_tok = self._load(self.solver_path(t - 1))
+        model, tok = self.load(self.proposer_path(t - 1))
+        solver, solver_tok = self.load(self.solver_path(t - 1))
         vd = self.mask_for(model, tok, t, "train")
         prompts = [proposer_prompt(tok)] * (g.max_steps * g.rollout_batch_size)
         trainer_box: list[Any] = []
@@ -208,13 +224,13 @@ class _Loop:
         write_jsonl(out / "proposer_rollouts.jsonl", reward.records)
         atomic_write_json(out / "proposer_train.json", {
             "alpha": self.alpha(t) if vd else 1.0, "masked": vd is not None,
-            "mask_log": trainer.mask_log, **_split_timing(trainer.state.log_history)})
-        self._save_model(trainer, tok, out / "proposer_model")
+            "mask_log": trainer.mask_log, **split_timing(trainer.state.log_history)})
+        self.save_model(trainer, tok, out / "proposer_model")
         shutil.rmtree(out / ".trl_proposer", ignore_errors=True)
 
     def stage_generate(self, t: int, out: Path) -> None:
         cfg = self.cfg
-        model, tok = self._load(self.proposer_path(t))
+        model, tok = self.load(self.proposer_path(t))
         vd = self.mask_for(model, tok, t, "gen")
         engine = self._engine(model, tok, cfg.curriculum.batch_size)
         samples = generate_proposals(engine, tok, cfg.curriculum, seed=cfg.seed, iteration=t,
@@ -227,7 +243,7 @@ class _Loop:
     def stage_score(self, t: int, out: Path) -> None:
         cfg, s = self.cfg, self.cfg.scoring
         records = read_jsonl(out / "generated.jsonl")
-        solver, tok = self._load(self.solver_path(t - 1))
+        solver, tok = self.load(self.solver_path(t - 1))
         scores = score_questions([r["question"] for r in records], self._engine(solver, tok, 64),
                                  tok, s.num_solver_samples, seed=derive_seed(cfg.seed, "score", t),
                                  temperature=s.temperature, top_p=s.top_p, top_k=s.top_k,
@@ -244,9 +260,7 @@ class _Loop:
         write_jsonl(out / "curriculum.jsonl", kept)
 
     def stage_solver(self, t: int, out: Path) -> None:
-        from datasets import Dataset
-
-        from vdlib.trainer import MaskedGRPOTrainer, SolverReward, trl_args
+        from vdlib.policy import grpo_on_problems, train_log
 
         cfg, g = self.cfg, self.cfg.solver
         curriculum = read_jsonl(out / "curriculum.jsonl")
@@ -255,31 +269,15 @@ class _Loop:
             logger.warning("iteration %d: empty curriculum; the solver is carried forward", t)
             atomic_write_json(out / "solver_train.json", {"skipped": "empty curriculum"})
             model, tok = load_model(previous, dtype="float32", device="cpu")
-
-            def build(tmp: Path) -> None:
-                model.save_pretrained(tmp)
-                tok.save_pretrained(tmp)
-
-            atomic_build_dir(out / "solver_model", build)
+            self.save_pretrained(model, tok, out / "solver_model")
             return
-        model, tok = self._load(previous)
-        n = max(len(curriculum), g.max_steps * g.rollout_batch_size)
-        rows = [curriculum[i % len(curriculum)] for i in range(n)]
-        data = Dataset.from_dict({"prompt": [solver_prompt(tok, r["question"]) for r in rows],
-                                  "answer": [r["answer"] for r in rows]})
-        reward = SolverReward()
-        args = trl_args(g, output_dir=str(out / ".trl_solver"), use_cpu=self.use_cpu,
-                        seed=derive_seed(cfg.seed, "solver", t) % 2**31)
-        trainer = MaskedGRPOTrainer(model=model, reward_funcs=[reward], args=args,
-                                    train_dataset=data, processing_class=tok,
-                                    loss_variant=g.loss_variant)
-        trainer.train()
-        atomic_write_json(out / "solver_train.json", {
-            "curriculum_size": len(curriculum), "mean_reward": float(np.mean(
-                [r["reward"] for r in reward.records])) if reward.records else None,
-            **_split_timing(trainer.state.log_history)})
-        self._save_model(trainer, tok, out / "solver_model")
-        shutil.rmtree(out / ".trl_solver", ignore_errors=True)
+        model, tok = self.load(previous)
+        trainer, reward = grpo_on_problems(model, tok, curriculum, g, out / ".trl_solver",
+                                           seed=derive_seed(cfg.seed, "solver", t),
+                                           use_cpu=self.use_cpu)
+        atomic_write_json(out / "solver_train.json", {"curriculum_size": len(curriculum),
+                                                      **train_log(trainer, reward)})
+        self.save_model(trainer, tok, out / "solver_model")
 
     def stage_metrics(self, t: int, out: Path) -> dict[str, Any]:
         from vdlib.metrics.run_metrics import write_iteration_metrics
@@ -323,7 +321,7 @@ _TIMING_KEYS = ("train_runtime", "train_samples_per_second", "train_steps_per_se
                 "step_time")
 
 
-def _split_timing(history: list[dict[str, Any]]) -> dict[str, Any]:
+def split_timing(history: list[dict[str, Any]]) -> dict[str, Any]:
     """TRL's log history without its wall-clock fields, so the same seed gives the same file
     (stage wall-clock times go to ``timing.json``)."""
     return {"log_history": [{k: v for k, v in row.items() if k not in _TIMING_KEYS}
@@ -349,7 +347,7 @@ def run(config: ExperimentConfig | str | dict, on_stage: Callable[[int, str], No
     here: see :func:`run_arms`."""
     cfg = config if isinstance(config, ExperimentConfig) else load_params(config)
     _check_supported(cfg)
-    return _Loop(cfg).run(on_stage)
+    return Loop(cfg).run(on_stage)
 
 
 def run_arms(config: ExperimentConfig | str | dict,

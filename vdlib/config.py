@@ -45,6 +45,8 @@ __all__ = [
     "EvaluationConfig",
     "WarmStartConfig",
     "MetricsConfig",
+    "VerificationConfig",
+    "SinglePolicyConfig",
     "PROFILE_PRESETS",
     "load_params",
     "save_params",
@@ -89,6 +91,11 @@ class ModelConfig:
     device: str = param("auto", "Device: auto (cuda if available, else cpu), cpu, cuda, cuda:N.")
     cache_dir: str | None = param(None, "Where converted models are cached; null = "
                                   "$VDLIB_CACHE_DIR or ~/.cache/vdlib.")
+    transfer: str = param("Qwen/Qwen3-4B-Base", "Fresh model GRPO-trained on a verified "
+                          "curriculum (paper App. 'Curriculum-transfer training details': "
+                          "Qwen3-4B-Base; notebook 03).")
+    instruct: str = param("Qwen/Qwen2.5-1.5B-Instruct", "Instruction-tuned model of App. "
+                          "'Instruction-tuned models' (Qwen2.5-1.5B-Instruct; notebook 06).")
 
 
 @dataclass
@@ -148,6 +155,13 @@ class GRPOConfig:
 
 def _solver_grpo() -> GRPOConfig:
     return GRPOConfig(global_batch_size=8, rollout_batch_size=8, max_steps=20)
+
+
+def _transfer_grpo() -> GRPOConfig:
+    """App. 'Curriculum-transfer training details': lr 1e-6, global batch 32, group 8, 3 epochs,
+    max completion 1536 (prime-rl; its other settings are not stated: the solver column's)."""
+    return GRPOConfig(global_batch_size=32, rollout_batch_size=32, num_generations=8,
+                      max_response_length=1536, epochs=3, max_steps=1_000_000)
 
 
 @dataclass
@@ -228,6 +242,44 @@ class EvaluationConfig:
                                  "null = the Hugging Face Hub.")
     limit: int | None = param(None, "Evaluate only the first N items per benchmark (smoke "
                               "runs); null = all.", gt=0)
+    max_new_tokens: int | None = param(None, "Cap on new tokens per answer; null = the paper's "
+                                       "max_context - prompt length.", gt=0)
+    batch_size: int = param(16, "Prompts per generate call (transformers engine).", gt=0)
+
+
+@dataclass
+class VerificationConfig:
+    """External-LLM judging (vdlib.verification): correctness, well-posedness, transfer filter."""
+
+    backend: str = param("openai", "openai: any OpenAI-compatible server (key from "
+                         "OPENAI_API_KEY only); local: a vdlib model answers on this machine "
+                         "(offline stand-in for the tiny profile, not the paper's judge).",
+                         choices=("openai", "local"))
+    correctness_model: str = param("gpt-4.1-mini", "Judge of proposer answer correctness and "
+                                   "well-posedness (paper App. 'Proposer answer correctness').")
+    transfer_model: str = param("gpt-5-mini", "Curriculum-transfer filter (paper App. "
+                                "'Curriculum-transfer training details': greedy, one attempt).")
+    base_url: str | None = param(None, "OpenAI-compatible base URL; null = $OPENAI_BASE_URL or "
+                                 "OpenAI's API.")
+    max_calls: int | None = param(None, "Budget: requests per verifier (null = no cap).", gt=0)
+    max_tokens_budget: int | None = param(None, "Budget: reported tokens per verifier (null = "
+                                          "no cap).", gt=0)
+    max_concurrency: int = param(8, "Requests in flight.", gt=0)
+    dry_run: bool = param(False, "Count the requests and tokens a run would send; send none.")
+    max_new_tokens: int = param(512, "local backend: max new tokens per reply.", gt=0)
+
+
+@dataclass
+class SinglePolicyConfig:
+    """Vocabulary dropout outside co-evolution (paper App. 'Vocabulary dropout outside
+    co-evolution', notebook 04): one GRPO policy on GSM8K with a binary correctness reward,
+    trained with the ``solver`` section's GRPO settings and the ``vocab_dropout`` train mask."""
+
+    dataset: str = param("gsm8k", "Training problems: gsm8k (Hub 'openai/gsm8k' train split, "
+                         "the paper) or gsm_symbolic (reasoning-gym, offline).",
+                         choices=("gsm8k", "gsm_symbolic"))
+    train_examples: int | None = param(None, "Use the first N training problems; null = all.",
+                                       gt=0)
 
 
 @dataclass
@@ -289,7 +341,7 @@ class ExperimentConfig:
     output_dir: str = param("outputs", "Root folder of run artifacts (gitignored).")
     run_id: str | None = param(None, "Run folder name; null = derived from experiment and seed.")
     arms: list[str] = param([], "Arms a notebook compares (vdlib.arms: baseline, vd85, vd75, "
-                            "train_only, gen_only, anneal, kl_cov, clip_cov, cross_scale); "
+                            "train_only, gen_only, anneal, kl_cov, clip_cov, vd85_gen, vd95); "
                             "empty = this config alone.")
     model: ModelConfig = field(default_factory=ModelConfig, metadata={"help": "Models."})
     proposer: GRPOConfig = field(default_factory=GRPOConfig,
@@ -308,6 +360,15 @@ class ExperimentConfig:
                                         metadata={"help": "Tiny-profile format warm-start."})
     metrics: MetricsConfig = field(default_factory=MetricsConfig,
                                    metadata={"help": "Per-iteration metrics."})
+    verification: VerificationConfig = field(default_factory=VerificationConfig,
+                                             metadata={"help": "External-LLM verification."})
+    transfer: GRPOConfig = field(default_factory=_transfer_grpo,
+                                 metadata={"help": "Curriculum-transfer GRPO of a fresh model."})
+    single_policy: SinglePolicyConfig = field(default_factory=SinglePolicyConfig,
+                                              metadata={"help": "Single-policy GRPO (04)."})
+    reference_experiments: list[str] = param([], "Experiment folders (under output_dir) whose "
+                                             "runs a notebook shows beside its own, e.g. the "
+                                             "symmetric runs of 01 in 06.")
 
     @property
     def solver_model(self) -> str:
@@ -324,7 +385,8 @@ _TINY_GRPO = {"precision": "float32", "gradient_checkpointing": False, "global_b
 PROFILE_PRESETS: dict[str, dict[str, Any]] = {
     "paper": {},
     "gpu": {
-        "model": {"proposer": "Qwen/Qwen3-0.6B-Base", "dtype": "bfloat16", "device": "cuda"},
+        "model": {"proposer": "Qwen/Qwen3-0.6B-Base", "dtype": "bfloat16", "device": "cuda",
+                  "transfer": "Qwen/Qwen3-0.6B-Base"},
         "seeds": [0],
         "iterations": 2,
         "curriculum": {"num_questions": 256},
@@ -332,7 +394,8 @@ PROFILE_PRESETS: dict[str, dict[str, Any]] = {
         "evaluation": {"runs": 1, "limit": 100},
     },
     "tiny": {
-        "model": {"proposer": "smollm2-135m", "dtype": "float32", "device": "cpu"},
+        "model": {"proposer": "smollm2-135m", "dtype": "float32", "device": "cpu",
+                  "transfer": "smollm2-135m", "instruct": "smollm2-135m"},
         "seeds": [0],
         "iterations": 2,
         "proposer": _TINY_GRPO,
@@ -343,6 +406,10 @@ PROFILE_PRESETS: dict[str, dict[str, Any]] = {
         "curriculum": {"num_questions": 12, "batch_size": 12, "max_new_tokens": 128},
         "evaluation": {"benchmarks": ["gsm_symbolic"], "runs": 1, "limit": 20,
                        "max_context": 512},
+        "verification": {"backend": "local", "correctness_model": "smollm2-135m",
+                         "transfer_model": "smollm2-135m", "max_new_tokens": 256},
+        "transfer": {**_TINY_GRPO, "num_generations": 4},
+        "single_policy": {"dataset": "gsm_symbolic", "train_examples": 64},
     },
 }
 
@@ -478,7 +545,7 @@ def _validate_cross(cfg: ExperimentConfig) -> None:
     if s.tau_min > s.tau_max:
         raise ConfigError(f"scoring.tau_min = {s.tau_min} > scoring.tau_max = {s.tau_max}; "
                           "allowed: 0 <= tau_min <= tau_max <= 1")
-    for role in ("proposer", "solver"):
+    for role in ("proposer", "solver", "transfer"):
         g: GRPOConfig = getattr(cfg, role)
         if g.rollout_batch_size % g.global_batch_size:
             raise ConfigError(f"{role}.rollout_batch_size = {g.rollout_batch_size} must be a "
@@ -500,7 +567,9 @@ def _validate_cross(cfg: ExperimentConfig) -> None:
                                   f"{', '.join(ARMS.names())}")
     if not cfg.seeds:
         raise ConfigError("seeds = [] is empty; allowed: a non-empty list of integers >= 0")
-    for key, name in (("model.proposer", cfg.model.proposer), ("model.solver", cfg.model.solver)):
+    for key, name in (("model.proposer", cfg.model.proposer), ("model.solver", cfg.model.solver),
+                      ("model.transfer", cfg.model.transfer),
+                      ("model.instruct", cfg.model.instruct)):
         if name is not None:
             _check_model_name(key, name)
     if not re.match(r"^(auto|cpu|mps|cuda(:\d+)?)$", cfg.model.device):

@@ -534,6 +534,14 @@ class EvalSummary:
         per_run = [statistics.fmean(r.accuracies[i] for r in res) for i in range(k.pop())]
         return mean, mean_and_se(per_run)[1]
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EvalSummary:
+        """Inverse of :meth:`to_dict` (``summary.json`` of an evaluation folder)."""
+        return cls(results={b: BenchmarkResult(b, int(r["n"]), [float(a) for a in r["accuracies"]],
+                                               [int(x) for x in r["seeds"]])
+                            for b, r in data.get("benchmarks", {}).items()},
+                   protocol=dict(data.get("protocol", {})))
+
     def to_dict(self) -> dict[str, Any]:
         avg, avg_se = self.average() if self.results else (None, None)
         return {"protocol": self.protocol,

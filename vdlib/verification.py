@@ -72,7 +72,8 @@ from vdlib.metrics.embeddings import OPENAI_BASE_URL_ENV, OPENAI_KEY_ENV, Missin
 from vdlib.parsing import extract_boxed
 from vdlib.prompts import evaluation_messages
 
-__all__ = ["Verifier", "VerifierUsage", "BudgetExceededError", "VerificationRequestError",
+__all__ = ["Verifier", "LocalVerifier", "make_verifier", "VerifierUsage", "BudgetExceededError",
+           "VerificationRequestError",
            "MissingAPIKeyError", "CORRECTNESS_MODEL", "WELL_POSED_MODEL", "TRANSFER_MODEL",
            "TRANSFER_TRAINING", "WELL_POSED_PROMPT", "parse_well_posed", "estimate_tokens",
            "proposer_correctness", "transfer_filter", "build_transfer_dataset"]
@@ -388,12 +389,15 @@ class Verifier:
                         sum(map(estimate_tokens, todo.values())))
             return [replies.get(k) for k in keys]
         if todo:
-            self._openai()  # fail on a missing key before any thread starts
-            with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool:
-                futures = {k: pool.submit(self._one, k, m) for k, m in todo.items()}
-                for key, fut in futures.items():
-                    replies[key] = fut.result()
+            replies.update(self._fetch(todo))
         return [replies[k] for k in keys]
+
+    def _fetch(self, todo: dict[str, list[dict[str, str]]]) -> dict[str, str | None]:
+        """Send the cache misses (concurrently) and cache each reply; ``{key: reply}``."""
+        self._openai()  # fail on a missing key before any thread starts
+        with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool:
+            futures = {k: pool.submit(self._one, k, m) for k, m in todo.items()}
+            return {key: fut.result() for key, fut in futures.items()}
 
     # ------------------------------------------------------------------ tasks
 
@@ -422,6 +426,73 @@ class Verifier:
                                    "content": WELL_POSED_PROMPT.format(question=q)}]
                                  for q in questions])
         return [parse_well_posed(r) for r in replies]
+
+
+class LocalVerifier(Verifier):
+    """The same judging tasks answered by a local model (``vdlib.models`` name or path) on this
+    machine: the offline stand-in of the tiny profile, not the paper's judge. Greedy decoding
+    by default, the model's chat template, at most ``max_new_tokens`` per reply; replies are
+    cached like the remote ones (cache key model ``local:<name>``); budgets apply to requests
+    (one per conversation) and to prompt + completion tokens."""
+
+    def __init__(self, model: str, *, max_new_tokens: int = 512, device: str = "cpu",
+                 dtype: str = "float32", batch_size: int = 16, model_cache_dir: str | None = None,
+                 **kwargs: Any) -> None:
+        kwargs.setdefault("temperature", 0.0)
+        super().__init__(model=f"local:{model}", max_output_tokens=max_new_tokens, **kwargs)
+        self.local_model = model
+        self.device, self.dtype, self.batch_size = device, dtype, batch_size
+        self.model_cache_dir = model_cache_dir
+        self._engine: Any = None
+
+    def _load(self) -> tuple[Any, Any]:
+        if self._engine is None:
+            from vdlib.generation import HFEngine
+            from vdlib.models import load_model
+
+            model, tok = load_model(self.local_model, dtype=self.dtype, device=self.device,
+                                    cache_dir=self.model_cache_dir)
+            self._engine = (HFEngine(model, tok, batch_size=self.batch_size), tok)
+        return self._engine
+
+    def _fetch(self, todo: dict[str, list[dict[str, str]]]) -> dict[str, str | None]:
+        from vdlib.prompts import apply_chat_template
+
+        engine, tok = self._load()
+        keys = list(todo)
+        for _ in keys:
+            self._reserve_request()
+        prompts = [apply_chat_template(tok, todo[k]) for k in keys]
+        outs = engine.generate(prompts, n=1, temperature=self.temperature or 0.0, top_p=1.0,
+                               max_new_tokens=self.max_output_tokens or 512, seed=0)
+        replies: dict[str, str | None] = {}
+        for key, prompt, out in zip(keys, prompts, outs, strict=True):
+            usage = {"prompt_tokens": len(tok(prompt, add_special_tokens=False)["input_ids"]),
+                     "completion_tokens": len(out.token_ids)}
+            usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+            self.cache.save(key, self.model, out.text, usage)
+            for name, value in usage.items():
+                setattr(self.usage, name, getattr(self.usage, name) + value)
+            replies[key] = out.text
+        return replies
+
+
+def make_verifier(cfg: Any, role: str = "correctness", cache_dir: str | None = None,
+                  device: str = "cpu") -> Verifier:
+    """The verifier a :class:`vdlib.config.VerificationConfig` describes, for ``role``
+    ``correctness`` (answer correctness and well-posedness) or ``transfer`` (the transfer
+    filter, greedy)."""
+    if role not in ("correctness", "transfer"):
+        raise ValueError(f"role = {role!r}; allowed: correctness, transfer")
+    model = cfg.correctness_model if role == "correctness" else cfg.transfer_model
+    common = {"max_calls": cfg.max_calls, "max_tokens_budget": cfg.max_tokens_budget,
+              "dry_run": cfg.dry_run, "cache_dir": cache_dir}
+    if cfg.backend == "local":
+        return LocalVerifier(model, max_new_tokens=cfg.max_new_tokens, device=device, **common)
+    # gpt-5-mini (a reasoning model) accepts only its default temperature
+    temperature = None if model.startswith("gpt-5") else 0.0
+    return Verifier(model, base_url=cfg.base_url, max_concurrency=cfg.max_concurrency,
+                    temperature=temperature, **common)
 
 
 # ---------------------------------------------------------------------- run-level helpers

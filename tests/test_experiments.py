@@ -1,0 +1,211 @@
+"""Experiment grids, evaluation pooling, single-policy and transfer training, local verifier."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from vdlib import experiments as ex
+from vdlib.artifacts import write_jsonl
+from vdlib.config import load_params
+from vdlib.evaluation import BenchmarkResult, EvalSummary
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def tiny(out: Path, **over) -> dict:
+    """Seconds-scale settings on the random tiny model."""
+    p = {"profile": "tiny", "experiment": "t", "output_dir": str(out), "iterations": 1,
+         "seeds": [0], "model": {"proposer": "tiny-random", "transfer": "tiny-random"},
+         "warm_start": {"mode": "none"},
+         "proposer": {"max_response_length": 8, "max_steps": 1},
+         "solver": {"max_response_length": 8, "max_steps": 1},
+         "transfer": {"max_response_length": 8, "max_steps": 1},
+         "scoring": {"num_solver_samples": 2, "max_new_tokens": 4},
+         "curriculum": {"num_questions": 2, "batch_size": 2, "max_new_tokens": 8},
+         "evaluation": {"benchmarks": ["gsm_symbolic"], "runs": 2, "limit": 3,
+                        "max_context": 256, "max_new_tokens": 6},
+         "verification": {"backend": "local", "correctness_model": "tiny-random",
+                          "transfer_model": "tiny-random", "max_new_tokens": 6},
+         "metrics": {"embedder": "none"},
+         "single_policy": {"dataset": "gsm_symbolic", "train_examples": 4}}
+    p.update(over)
+    return p
+
+
+def summary(accs: dict[str, list[float]]) -> EvalSummary:
+    return EvalSummary({b: BenchmarkResult(b, 10, a, list(range(len(a)))) for b, a in
+                        accs.items()})
+
+
+# ----------------------------------------------------------------------------- pure helpers
+
+
+def test_pool_seeds_uses_one_value_per_seed():
+    pooled = ex.pool_seeds({("vd75", 0): summary({"a": [0.2, 0.4]}),
+                            ("vd75", 1): summary({"a": [0.6, 0.6]}),
+                            ("baseline", 0): summary({"a": [0.1, 0.3]})})
+    assert list(pooled) == ["vd75", "baseline"]
+    r = pooled["vd75"].results["a"]
+    assert r.accuracies == pytest.approx([0.3, 0.6]) and r.seeds == [0, 1]
+    assert r.se == pytest.approx(math.sqrt(((0.3 - 0.45) ** 2 + (0.6 - 0.45) ** 2) / 1) / math.sqrt(2))
+    # one seed: the evaluation runs are kept
+    assert pooled["baseline"].results["a"].accuracies == [0.1, 0.3]
+
+
+def test_pool_seeds_keeps_only_benchmarks_every_seed_has():
+    pooled = ex.pool_seeds({("a", 0): summary({"x": [1.0], "y": [0.0]}),
+                            ("a", 1): summary({"x": [0.0]})})
+    assert set(pooled["a"].results) == {"x"}
+
+
+def test_eval_summary_round_trips_through_json():
+    s = summary({"gsm8k": [0.5, 0.25], "math500": [0.1, 0.2]})
+    back = EvalSummary.from_dict(json.loads(json.dumps(s.to_dict())))
+    assert back.results["gsm8k"].accuracies == [0.5, 0.25]
+    assert back.average() == pytest.approx(s.average())
+
+
+def test_accuracy_and_entropy_frames(tmp_path):
+    frame = ex.accuracy_frame({("vd75", 1): summary({"a": [0.2, 0.4]})}, iteration=3)
+    assert frame.to_dict("records") == [{"arm": "vd75", "seed": 1, "iteration": 3,
+                                         "benchmark": "a", "accuracy": pytest.approx(0.3)}]
+    run = tmp_path / "r"
+    run.mkdir()
+    (run / "policy_train.json").write_text(json.dumps({"log_history": [
+        {"step": 1, "entropy": 0.5}, {"step": 2, "entropy": 0.25}, {"train_loss": 1.0}]}))
+    e = ex.entropy_frame({("vd95", 0): run, ("baseline", 0): tmp_path / "missing"})
+    assert e.to_dict("records") == [{"arm": "vd95", "seed": 0, "step": 1, "entropy": 0.5},
+                                    {"arm": "vd95", "seed": 0, "step": 2, "entropy": 0.25}]
+
+
+def test_reference_runs_and_instruct_config(tmp_path):
+    cfg = load_params(tiny(tmp_path, reference_experiments=["main"]))
+    done = tmp_path / "main" / "baseline-seed0" / "iter_2"
+    done.mkdir(parents=True)
+    (done / "metrics.json").write_text("{}")
+    (tmp_path / "main" / "vd85-seed0" / "iter_1").mkdir(parents=True)  # unfinished
+    runs = ex.reference_runs(cfg, ["baseline", "vd85"])
+    assert list(runs) == [("baseline", 0)] and ex.last_iteration(runs) == 2
+    inst = ex.instruct_config(cfg)
+    assert inst.experiment == "t_instruct" and inst.warm_start.mode == "none"
+    assert inst.model.proposer == cfg.model.instruct and inst.model.solver is None
+
+
+def test_run_grid_validates_every_arm_before_running(tmp_path):
+    cfg = load_params(tiny(tmp_path, arms=["baseline", "vd75"]))
+    bad = dataclasses.replace(cfg, proposer=dataclasses.replace(cfg.proposer,
+                                                                cov_scope="mini_batch"))
+    calls = []
+    with pytest.raises(Exception, match="cov_scope"):
+        ex.run_grid(bad, runner=calls.append)
+    assert calls == []
+
+
+# ----------------------------------------------------------------------------- tiny runs
+
+
+def test_grid_evaluation_and_resume(tmp_path):
+    cfg = load_params(tiny(tmp_path, arms=["baseline", "vd75"], seeds=[0, 1]))
+    runs = ex.run_grid(cfg)
+    assert set(runs) == {("baseline", 0), ("vd75", 0), ("baseline", 1), ("vd75", 1)}
+    assert all((p / "iter_1" / "metrics.json").exists() for p in runs.values())
+    evals = ex.evaluate_runs(runs, cfg, "solver")
+    folder = runs[("vd75", 1)] / "eval" / "solver_iter1"
+    assert (folder / "summary.json").exists()
+    assert len(evals[("vd75", 1)].results["gsm_symbolic"].accuracies) == 2
+    # complete: read back without loading the model (a missing model would fail otherwise)
+    (folder.parent.parent / "iter_1" / "solver_model" / "config.json").unlink()
+    again = ex.evaluate_runs({("vd75", 1): runs[("vd75", 1)]}, cfg, "solver")
+    assert again[("vd75", 1)].results["gsm_symbolic"].accuracies == \
+        evals[("vd75", 1)].results["gsm_symbolic"].accuracies
+    pooled = ex.pool_seeds(evals)
+    assert pooled["vd75"].protocol["pooled_over_seeds"] == [0, 1]
+    base = ex.evaluate_base(cfg)
+    assert (tmp_path / "t" / "base_eval" / "tiny-random" / "summary.json").exists()
+    assert set(base.results) == {"gsm_symbolic"}
+
+
+def test_single_policy_run_with_mask(tmp_path):
+    from vdlib.policy import run_single_policy
+
+    cfg = load_params(tiny(tmp_path, arms=["baseline", "vd95"], experiment="sp"))
+    runs = ex.run_grid(cfg, runner=run_single_policy)
+    vd = json.loads((runs[("vd95", 0)] / "policy_train.json").read_text())
+    base = json.loads((runs[("baseline", 0)] / "policy_train.json").read_text())
+    assert vd["masked"] and vd["alpha"] == 0.95 and vd["mask_log"]
+    assert not base["masked"] and base["alpha"] == 1.0
+    assert (runs[("vd95", 0)] / "policy_model" / "config.json").exists()
+    assert not ex.entropy_frame(runs).empty
+    mtime = (runs[("vd95", 0)] / "policy_train.json").stat().st_mtime_ns
+    ex.run_grid(cfg, runner=run_single_policy)  # resume: nothing retrained
+    assert (runs[("vd95", 0)] / "policy_train.json").stat().st_mtime_ns == mtime
+
+
+def test_transfer_trains_a_fresh_model_on_the_verified_set(tmp_path):
+    from vdlib.policy import train_transfer
+
+    cfg = load_params(tiny(tmp_path))
+    data = tmp_path / "curriculum.jsonl"
+    write_jsonl(data, [{"question": "What is 2 + 3?", "answer": "5"},
+                       {"question": "What is 4 * 2?", "answer": "8"}])
+    model = train_transfer(cfg, data, tmp_path / "tr")
+    log = json.loads((tmp_path / "tr" / "train.json").read_text())
+    assert (model / "config.json").exists() and log["problems"] == 2 and log["steps"] == 1
+    write_jsonl(tmp_path / "empty.jsonl", [])
+    empty = train_transfer(cfg, tmp_path / "empty.jsonl", tmp_path / "tr0")
+    assert (empty / "config.json").exists()
+    assert json.loads((tmp_path / "tr0" / "train.json").read_text())["skipped"]
+
+
+def test_transfer_grid_and_composition_from_a_finished_run(tmp_path):
+    cfg = load_params(tiny(tmp_path, arms=["vd75"]))
+    runs = ex.run_grid(cfg)
+    run = runs[("vd75", 0)]
+    write_jsonl(run / "iter_1" / "questions.jsonl", [
+        {"question": "What is 2 + 3?", "answer": "5", "valid": True, "acc": 0.5},
+        {"question": "What is 7 - 1?", "answer": "6", "valid": True, "acc": 0.9},
+        {"question": None, "answer": None, "valid": False, "acc": None}])
+    out = ex.transfer_grid(runs, dataclasses.replace(cfg, experiment="tr"), iteration=1)
+    r = out[("vd75", 0)]
+    assert r["valid"] == 2 and 0 <= r["verified"] <= 2 and Path(r["model"]).exists()
+    comp = ex.composition_frame(runs, cfg, iteration=1)
+    row = comp.iloc[0]
+    assert (row.generated, row.filter_pass) == (3, 1)
+    assert row.pass_rate == pytest.approx(1 / 3) and row.vendi_wp is None
+    corr = ex.correctness_frame(runs, cfg)
+    assert list(corr.columns) == ["arm", "seed", "iteration", "correct"] and len(corr) == 1
+
+
+# ----------------------------------------------------------------------------- local verifier
+
+
+def test_local_verifier_caches_and_counts(tmp_path):
+    from vdlib.verification import LocalVerifier, make_verifier
+
+    cfg = load_params(tiny(tmp_path))
+    v = make_verifier(cfg.verification, "transfer", cache_dir=str(tmp_path / "cache"))
+    assert isinstance(v, LocalVerifier) and v.model == "local:tiny-random"
+    records = [{"question": "What is 1 + 1?", "answer": "2"}]
+    first = v.check_answers(records)
+    assert v.usage.requests == 1 and v.usage.completion_tokens > 0
+    again = LocalVerifier("tiny-random", max_new_tokens=6, cache_dir=tmp_path / "cache")
+    assert again.check_answers(records) == first
+    assert again.usage.requests == 0 and again.usage.cache_hits == 1 and again._engine is None
+
+
+def test_make_verifier_openai_settings(tmp_path):
+    from vdlib.verification import LocalVerifier, make_verifier
+
+    cfg = load_params({"verification": {"max_calls": 3}})
+    v = make_verifier(cfg.verification, "transfer", cache_dir=str(tmp_path))
+    assert not isinstance(v, LocalVerifier) and v.model == "gpt-5-mini"
+    assert v.temperature is None and v.max_calls == 3  # reasoning model: default temperature
+    c = make_verifier(cfg.verification, "correctness", cache_dir=str(tmp_path))
+    assert c.model == "gpt-4.1-mini" and c.temperature == 0.0
+    with pytest.raises(ValueError, match="allowed: correctness, transfer"):
+        make_verifier(cfg.verification, "judge")

@@ -1,0 +1,375 @@
+"""vdlib.plots and vdlib.paper_values: the transcribed paper numbers against the .tex, and every
+figure / table builder on small synthetic frames (2 arms x 2 seeds x 2 iterations)."""
+
+import json
+import logging
+import math
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from vdlib import plots
+from vdlib.evaluation import BenchmarkResult, EvalSummary
+from vdlib.paper_values import paper_labels, paper_series, paper_values
+
+TEX = Path(__file__).resolve().parents[2] / "shared" / "paper" / "vocab_dropout_paper.tex"
+LABELS = ["tab:vanilla_eval", "tab:proposer_eval", "tab:correctness", "tab:curriculum_transfer",
+          "tab:wellposed", "tab:ood", "tab:vanilla_entropy", "tab:nli_diversity",
+          "tab:question_diversity", "tab:vocab_util", "tab:cross_scale", "tab:instruct",
+          "tab:vanilla_grpo", "fig:question_complexity", "fig:diversity_combined",
+          "fig:embedding_diversity", "fig:embedding_ablations", "fig:annealing"]
+needs_tex = pytest.mark.skipif(not TEX.is_file(), reason="paper .tex not available")
+
+
+# ----------------------------------------------------------------------------- paper values
+
+
+def _numbers(obj):
+    """Every number under ``obj`` (bools and None excluded)."""
+    if isinstance(obj, dict):
+        for v in obj.values():
+            yield from _numbers(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _numbers(v)
+    elif isinstance(obj, int | float) and not isinstance(obj, bool):
+        yield obj
+
+
+def test_paper_values_structure():
+    assert set(LABELS) <= set(paper_labels())
+    for label in LABELS:
+        entry = paper_values(label)
+        assert entry["caption"] and entry["source"]["label"] == label
+        a, b = entry["source"]["lines"]
+        assert 0 < a < b
+        assert entry["kind"] in ("table", "figure")
+        assert entry["data"], label
+        assert all(math.isfinite(x) for x in _numbers(entry["data"]))
+        if entry["kind"] == "figure" and label != "fig:question_complexity":  # bars: numbers
+            for group in entry["data"].values():
+                for series in group.values():
+                    for pts in series.values():
+                        assert pts and all(len(p) == 2 for p in pts)
+    with pytest.raises(KeyError, match="known"):
+        paper_values("tab:nope")
+    # a copy: editing it leaves the loaded values alone
+    paper_values("tab:vanilla_eval")["data"].clear()
+    assert paper_values("tab:vanilla_eval")["data"]
+
+
+def test_paper_values_cross_checks():
+    """Relations the paper's own numbers satisfy (catches a mistyped cell)."""
+    qd = paper_values("tab:question_diversity")["data"]
+    for model in qd.values():
+        for row in model.values():
+            cv = dict(row["cumulative_vendi"])
+            assert row["growth"] == pytest.approx(cv[5] - cv[1], abs=0.051)
+    vu = paper_values("tab:vocab_util")
+    qp = paper_values("fig:question_complexity")["data"]
+    for model in ("Qwen3-4B", "Qwen3-8B"):
+        d = vu["data"][model]
+        pct = 100 * (d["vd75"]["num_questions"] / d["baseline"]["num_questions"] - 1)
+        assert pct == pytest.approx(qp[model]["vd75"]["num_questions"], abs=0.051)
+        # the table's baseline and VD75 curves are the figure's
+        fig = paper_values("fig:embedding_diversity")["data"][model]["cumulative_vendi"]
+        assert fig["vd75"] == qd[model]["vd75"]["cumulative_vendi"]
+    main = paper_values("tab:vanilla_eval")["data"]["Qwen3-4B"]
+    assert paper_values("tab:cross_scale")["data"]["proposer Qwen3-4B"]["vd85"] == main["vd85"]
+
+
+@needs_tex
+def test_every_paper_number_is_in_its_source_lines():
+    lines = TEX.read_text().split("\n")
+    for label in LABELS:
+        entry = paper_values(label)
+        a, b = entry["source"]["lines"]
+        chunk = "\n".join(lines[a - 1:b]).replace("{,}", "")
+        assert f"\\label{{{label}}}" in chunk or label == "tab:vanilla_entropy", label
+        found = {abs(float(x)) for x in re.findall(r"\d+(?:\.\d+)?", chunk)}
+        missing = {x for x in _numbers(entry["data"]) if abs(float(x)) not in found}
+        assert not missing, (label, sorted(missing)[:10])
+
+
+@needs_tex
+def test_spot_checks_against_tex():
+    tex = TEX.read_text()
+    main = paper_values("tab:vanilla_eval")["data"]
+    m = re.search(r"\$\\alpha\{=\}0\.75\$ & ([\d.]+)\\tss\{([\d.]+)\} & ([\d.]+)\\tss", tex[
+        tex.index(r"\textbf{Qwen3-8B}", tex.index("tab:vanilla_eval")):])
+    assert (main["Qwen3-8B"]["vd75"]["math500"]["mean"], main["Qwen3-8B"]["vd75"]["math500"]["se"],
+            main["Qwen3-8B"]["vd75"]["gsm8k"]["mean"]) == tuple(float(x) for x in m.groups())
+    assert main["Qwen3-4B"]["clip_cov"]["aime24"] == {"mean": 12.7, "se": 1.7}
+    assert "VD75 & \\cellcolor{oursrow}1{,}408" in tex.replace(
+        "\\cellcolor{oursrow} VD75", "VD75")
+    assert paper_values("tab:wellposed")["data"]["Qwen3-8B"]["vd75"]["filter_pass"] == 1408
+    assert "(-50.1,0) (44.4,1) (21.6,2) (-18.9,3)" in tex
+    assert paper_values("fig:question_complexity")["data"]["Qwen3-4B"]["vd75"] == {
+        "num_questions": -50.1, "tokens_per_question": 44.4, "distinct_numbers": 21.6,
+        "score": -18.9}
+    assert "(1, 61.52) (2, 66.43) (3, 68.92) (4, 73.82) (5, 70.37)" in tex
+    assert paper_series("fig:diversity_combined", "Qwen3-4B", "vendi", "vd75") == [
+        (1, 61.52), (2, 66.43), (3, 68.92), (4, 73.82), (5, 70.37)]
+    ent = paper_series("tab:vanilla_entropy", "Qwen3-4B-Base", "entropy", "vd95")
+    assert len(ent) == 100 and ent[0] == (0, 1.98) and "(0,1.9800)(1,1.3812)" in tex
+    assert paper_series("fig:annealing", "Qwen3-8B", "olympiadbench", "vd75")[2] == (3, 22.2)
+    assert paper_values("tab:correctness")["data"]["Qwen3-4B"]["gen_only"][3] == [4, 29.5]
+
+
+# ----------------------------------------------------------------------------- synthetic data
+
+# (arm, seed) -> metric -> [iteration 1, iteration 2]
+VALUES = {
+    ("baseline", 0): {"valid_questions": [10, 10], "cumulative_vendi": [5, 8], "unique_tokens":
+                      [100, 100], "mean_acc": [0.5, 0.8], "vendi": [4, 5]},
+    ("baseline", 1): {"valid_questions": [12, 14], "cumulative_vendi": [5, 6], "unique_tokens":
+                      [100, 120], "mean_acc": [0.5, 0.6], "vendi": [4, 6]},
+    ("vd75", 0): {"valid_questions": [8, 6], "cumulative_vendi": [6, 10], "unique_tokens":
+                  [150, 160], "mean_acc": [0.4, 0.7], "vendi": [5, 7]},
+    ("vd75", 1): {"valid_questions": [8, 6], "cumulative_vendi": [6, 9], "unique_tokens":
+                  [150, 170], "mean_acc": [0.4, 0.7], "vendi": [5, 8]},
+}
+COMMON = {"self_bleu": 0.3, "novelty_rate": 0.5, "valid_fraction": 0.6, "curriculum_size": 5,
+          "proposer_entropy": 1.5, "mean_question_tokens": 20.0, "mean_distinct_numbers": 2.0,
+          "mean_pairwise_cosine_distance": 0.6}
+
+
+@pytest.fixture(scope="module")
+def metrics():
+    rows = []
+    for (arm, seed), ms in VALUES.items():
+        for t in (1, 2):
+            for m, vals in ms.items():
+                rows.append((arm, seed, t, m, float(vals[t - 1])))
+            for m, v in COMMON.items():
+                bump = 1.5 if arm == "vd75" and m in ("mean_question_tokens",) else 1.0
+                rows.append((arm, seed, t, m, v * bump))
+    return pd.DataFrame(rows, columns=["arm", "seed", "iteration", "metric", "value"])
+
+
+@pytest.fixture(autouse=True)
+def _low_dpi(monkeypatch):
+    monkeypatch.setattr(plots, "DPI", 40)  # speed; legibility is checked by eye at 150
+
+
+def _summary(accs):
+    return EvalSummary({b: BenchmarkResult(b, 10, list(a), list(range(len(a))))
+                        for b, a in accs.items()})
+
+
+@pytest.fixture(scope="module")
+def summaries():
+    return {"baseline": _summary({"math500": [0.5, 0.6, 0.7], "gsm8k": [0.8, 0.8, 0.8]}),
+            "vd75": _summary({"math500": [0.6, 0.6, 0.6], "gsm8k": [0.9, 0.8, 0.7]})}
+
+
+def _saved(result, name):
+    assert [p.name for p in result.paths] == [f"{name}.png", f"{name}.pdf"]
+    for p in result.paths:
+        assert p.stat().st_size > 1000
+    assert not list(result.paths[0].parent.glob(".*.tmp"))
+
+
+# ----------------------------------------------------------------------------- figures
+
+
+def test_diversity_dynamics_and_cumulative_vendi(metrics, tmp_path):
+    r = plots.diversity_dynamics(metrics, tmp_path)
+    _saved(r, "diversity_dynamics")
+    v = r.data.set_index(["arm", "metric", "iteration"]).loc[("vd75", "vendi", 2)]
+    assert v["mean"] == 7.5 and v["se"] == pytest.approx(0.5) and v["n"] == 2
+    r = plots.cumulative_vendi_figure(metrics, tmp_path)
+    _saved(r, "cumulative_vendi")
+
+
+def test_missing_arm_is_skipped_not_fatal(metrics, tmp_path, caplog):
+    with caplog.at_level(logging.WARNING, logger="vdlib.plots"):
+        r = plots.phase_ablation_figure(metrics, tmp_path)
+    _saved(r, "phase_ablation")
+    assert "train_only" in caplog.text and "gen_only" in caplog.text
+    # no data at all: the paper's panels alone
+    empty = metrics.iloc[:0]
+    r = plots.diversity_dynamics(empty, None, arms=["kl_cov"])
+    assert r.paths == [] and r.figure is not None
+
+
+def test_question_profile_percent_change(metrics, tmp_path):
+    r = plots.question_profile(metrics, tmp_path)
+    _saved(r, "question_profile")
+    d = r.data.set_index(["arm", "quantity"])
+    # valid questions at iteration 2: baseline (10 + 14) / 2 = 12, vd75 6 -> -50 %
+    assert d.loc[("vd75", "num_questions"), "pct_change"] == pytest.approx(-50.0)
+    assert d.loc[("vd75", "tokens_per_question"), "pct_change"] == pytest.approx(50.0)
+    # mean acc: baseline (0.8 + 0.6) / 2 = 0.7, vd75 0.7 -> 0 %
+    assert d.loc[("vd75", "score"), "pct_change"] == pytest.approx(0.0)
+    assert set(d.reset_index()["iteration"]) == {2}
+
+
+def test_annealing_and_entropy_figures(tmp_path):
+    acc = pd.DataFrame(
+        [(a, s, t, b, 0.1 * t + (0.2 if a == "anneal" else 0.0) + 0.05 * (b == "champ"))
+         for a in ("baseline", "anneal") for s in (0, 1) for t in (1, 2)
+         for b in ("gsm_symbolic", "champ")],
+        columns=["arm", "seed", "iteration", "benchmark", "accuracy"])
+    r = plots.annealing_figure(acc, tmp_path, alpha_schedule={1: 0.75, 2: 1.0})
+    _saved(r, "annealing")
+    avg = r.data.set_index(["arm", "benchmark", "iteration"]).loc[("anneal", "average", 2),
+                                                                   "mean"]
+    assert avg == pytest.approx(0.425)  # (0.4 + 0.45) / 2; 'vd75' missing is only a warning
+    ent = pd.DataFrame([(a, s, st, 1.0 / (st + 1) + s) for a in ("baseline", "vd95")
+                        for s in (0, 1) for st in range(5)],
+                       columns=["arm", "seed", "step", "entropy"])
+    r = plots.entropy_figure(ent, tmp_path)
+    _saved(r, "entropy_trajectory")
+    assert r.data.set_index(["arm", "step"]).loc[("vd95", 0), "mean"] == pytest.approx(1.5)
+
+
+# ----------------------------------------------------------------------------- tables
+
+
+def test_main_table_has_ours_then_paper_rows(summaries):
+    table = plots.main_table(summaries)
+    md = table["markdown"]
+    assert isinstance(table.frame, pd.DataFrame) and table["latex"].startswith(r"\begin")
+    assert md.splitlines()[2].startswith("| baseline |")
+    assert "| paper Qwen3-4B: Baseline | 64.2 ± 0.8 | 85.2 ± 0.7 | 38.3 |" in md
+    assert "paper Qwen3-8B: VD75" in md
+    tex = plots.main_table(summaries, "latex")
+    assert r"\midrule" in tex and r"paper Qwen3-8B: VD75 & 68.1 $\pm$ 2.3" in tex
+    frame = plots.main_table(summaries, "frame").set_index("label")
+    assert frame.loc["ours: VD75", "math500"] == pytest.approx(60.0)
+    assert frame.loc["ours: Baseline", "avg"] == pytest.approx(70.0)  # (60 + 80) / 2
+    assert frame.loc["paper Qwen3-4B: VD85", "gsm8k"] == 81.8
+    assert plots.main_table(summaries, "frame", paper_columns=True).set_index("label").loc[
+        "paper Qwen3-4B: VD85", "amc23"] == 50.0
+    # no benchmark in common: the paper's table follows ours; no runs: the paper's rows alone
+    ood = plots.ood_table(summaries, "markdown")
+    assert "Paper (tab:ood)" in ood
+    assert "| paper Qwen3-8B: VD75 | 55.0 | 65.8 | 29.8 | 64.6 |" in ood
+    assert "paper Qwen3-4B: Baseline" in plots.main_table({}, "markdown")
+    for fn in (plots.proposer_table, plots.transfer_table, plots.vanilla_grpo_table,
+               plots.cross_scale_table, plots.instruct_table):
+        text = fn(summaries)["markdown"]
+        assert "| baseline |" in text and "| paper " in text
+
+
+def test_load_eval_summary_round_trip(summaries, tmp_path):
+    (tmp_path / "summary.json").write_text(json.dumps(summaries["baseline"].to_dict()))
+    s = plots.load_eval_summary(tmp_path)
+    assert s.results["math500"].mean == pytest.approx(0.6)
+    assert s.results["math500"].se == pytest.approx(summaries["baseline"].results["math500"].se)
+    assert s.average() == pytest.approx(summaries["baseline"].average())
+
+
+def test_question_diversity_growth(metrics):
+    t = plots.question_diversity_table(metrics).frame.set_index("label")
+    # baseline growth per seed: 8 - 5 = 3 and 6 - 5 = 1 -> 2 +- 1
+    assert t.loc["ours: Baseline", "Growth"] == pytest.approx(2.0)
+    assert t.loc["ours: Baseline", "Growth_se"] == pytest.approx(1.0)
+    assert t.loc["ours: VD75", "Growth"] == pytest.approx(3.5)
+    assert t.loc["ours: VD75", "1-2"] == pytest.approx(9.5)
+    assert t.loc["paper Qwen3-8B: Gen-only", "Growth"] == 2.6
+    assert list(t.columns[:6]) == ["source", "group", "arm", "It. 1", "It. 1_se", "1-2"]
+    md = plots.question_diversity_table(metrics, "markdown")
+    assert "| ours: Baseline | 5.0 ± 0.0 | 7.0 ± 1.0 |" in md
+
+
+def test_vocab_util_and_nli_tables(metrics):
+    t = plots.vocab_util_table(metrics, "frame").set_index("label")
+    # unique tokens at iteration 2: baseline 110, vd75 165 -> +50 %
+    assert t.loc["ours: VD75", "unique_tokens"] == pytest.approx(165.0)
+    assert t.loc["ours: VD75", "delta_unique_pct"] == pytest.approx(50.0)
+    assert t.loc["paper Qwen3-4B: VD75", "delta_unique_pct"] == pytest.approx(36.07, abs=0.01)
+    n = plots.nli_diversity_table(metrics, "frame").set_index("label")
+    assert n.loc["ours: VD75", "semantic_delta_pct"] == pytest.approx(0.0)
+    assert math.isnan(n.loc["ours: VD75", "logical"])  # not computed: NaN, no crash
+    assert n.loc["paper Qwen3-4B: VD75", "logical"] == 0.405
+
+
+def test_correctness_table_from_questions_and_from_files(tmp_path):
+    q = pd.DataFrame([("vd75", s, t, c) for s in (0, 1) for t in (1, 2)
+                      for c in ([True, False] if s == 0 else [True, True])],
+                     columns=["arm", "seed", "iteration", "correct"])
+    t = plots.correctness_table(q, "frame").set_index("label")
+    assert t.loc["ours: VD75", "It. 1"] == pytest.approx(75.0)  # (50 + 100) / 2
+    assert t.loc["ours: VD75", "It. 1_se"] == pytest.approx(25.0)
+    assert t.loc["paper Qwen3-8B: Baseline", "It. 5"] == 38.0
+    run = tmp_path / "exp" / "vd75-seed3"
+    (run / "verification").mkdir(parents=True)
+    (run / "config.yaml").write_text("run_id: vd75-seed3\n")
+    (run / "verification" / "proposer_correctness.json").write_text(
+        json.dumps({"correctness": {"1": 0.5, "2": None}}))
+    loaded = plots.load_correctness(tmp_path / "exp")
+    assert loaded.iloc[0].tolist() == ["vd75", 3, 1, 0.5] and math.isnan(loaded.iloc[1, 3])
+    assert "ours: VD75 | 50.0" in plots.correctness_table(loaded, "markdown")
+    # vdlib.experiments.correctness_frame: `correct` holds the fraction per run and iteration
+    frac = pd.DataFrame([("vd75", 0, 1, 0.5), ("vd75", 1, 1, 1.0)],
+                        columns=["arm", "seed", "iteration", "correct"])
+    assert plots.correctness_table(frac).frame.set_index("label").loc[
+        "ours: VD75", "It. 1"] == pytest.approx(75.0)
+
+
+def test_wellposed_table_counts():
+    rows = []
+    for arm in ("baseline", "vd75"):
+        for seed in (0, 1):
+            rows.append((arm, seed, 1, 0.5, True, True))  # earlier iteration: ignored
+            for acc, wp, ok in [(0.5, True, True), (0.4, False, False), (0.9, True, True),
+                                (0.3, True, False), (0.1, None, False)]:
+                rows.append((arm, seed, 2, acc, wp, ok))
+    q = pd.DataFrame(rows, columns=["arm", "seed", "iteration", "acc", "well_posed", "correct"])
+    vendi = pd.DataFrame([("baseline", 0, "well_posed", 3.0), ("vd75", 0, "well_posed", 5.5),
+                          ("baseline", 0, "correct", 2.0), ("vd75", 0, "correct", 2.5)],
+                         columns=["arm", "seed", "subset", "vendi"])
+    t = plots.wellposed_table(q, "frame", vendi=vendi).set_index("label")
+    r = t.loc["ours: VD75"]
+    assert (r["filter_pass"], r["pass_rate"], r["well_posed"], r["correct"]) == (3, 60.0, 2, 1)
+    assert (r["delta_vendi_wp"], r["delta_vendi_c"]) == (2.5, 0.5)
+    assert t.loc["paper Qwen3-4B: VD75", "delta_vendi_wp"] == 11.4
+    assert "ours: Baseline" in plots.wellposed_table(q, "latex")
+    # one row per run (vdlib.experiments.composition_frame): pass_rate is a fraction
+    runs = pd.DataFrame([("baseline", 0, 5, 8, 0.4, 6, 2, 3.0, 2.0),
+                         ("vd75", 0, 5, 10, 0.5, 9, 3, 5.0, 2.5),
+                         ("vd75", 1, 5, 12, 0.6, 7, 5, 6.0, None)],
+                        columns=["arm", "seed", "iteration", "filter_pass", "pass_rate",
+                                 "well_posed", "correct", "vendi_wp", "vendi_c"])
+    r = plots.wellposed_table(runs, "frame").set_index("label").loc["ours: VD75"]
+    assert (r["filter_pass"], r["pass_rate"], r["well_posed"]) == (11, 55.0, 8)
+    assert r["filter_pass_se"] == pytest.approx(1.0)
+    assert (r["delta_vendi_wp"], r["delta_vendi_c"]) == (2.5, 0.5)
+
+
+def test_one_seed_one_iteration_and_unknown_arm(tmp_path):
+    """A tiny run: one seed, one iteration, an arm vdlib does not know, metrics missing."""
+    m = pd.DataFrame([("custom", 0, 1, "vendi", 3.0), ("custom", 0, 1, "self_bleu", 0.2),
+                      ("baseline", 0, 1, "valid_questions", 4.0),
+                      ("custom", 0, 1, "valid_questions", 2.0)],
+                     columns=["arm", "seed", "iteration", "metric", "value"])
+    for fn in (plots.diversity_dynamics, plots.cumulative_vendi_figure,
+               plots.phase_ablation_figure, plots.question_profile):
+        r = fn(m, None)
+        if fn is plots.diversity_dynamics:  # drawing catches layout errors; the rest: data
+            r.figure.savefig(tmp_path / f"{fn.__name__}.png", dpi=30)
+    prof = plots.question_profile(m, None).data.set_index("quantity")
+    assert prof.loc["num_questions", "pct_change"] == pytest.approx(-50.0)
+    assert math.isnan(prof.loc["score", "pct_change"])
+    assert plots.question_diversity_table(m, "frame").query("source == 'ours'").empty
+    acc = pd.DataFrame([("custom", 0, 1, "gsm_symbolic", 0.5)],
+                       columns=["arm", "seed", "iteration", "benchmark", "accuracy"])
+    assert len(plots.annealing_figure(acc, None, arms=None).data) == 2  # average + benchmark
+
+
+def test_write_outputs_and_show(metrics, summaries, tmp_path):
+    fig = plots.question_profile(metrics, None)
+    tables = {"main": plots.main_table(summaries), "qd": plots.question_diversity_table(metrics)}
+    written = plots.write_outputs(tmp_path, tables=tables, figures={"profile": fig})
+    names = sorted(p.name for p in written)
+    assert names == ["main.csv", "main.md", "main.tex", "profile.csv", "profile.pdf",
+                     "profile.png", "qd.csv", "qd.md", "qd.tex"]
+    assert all(p.stat().st_size > 0 for p in written)
+    assert "paper Qwen3-4B: Baseline" in (tmp_path / "main.md").read_text()
+    assert pd.read_csv(tmp_path / "profile.csv")["pct_change"].notna().all()
+    pytest.importorskip("IPython")
+    assert plots.show(fig).data[:4] == b"\x89PNG"

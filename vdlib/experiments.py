@@ -1,0 +1,340 @@
+"""A notebook's experiment grid: arms x seeds of runs, their evaluations, tidy tables.
+
+The notebooks are thin drivers over these functions:
+
+- :func:`run_grid` runs (or resumes) every arm of ``cfg.arms`` for every seed of ``seeds``
+  (default ``cfg.seeds``), each in ``<output_dir>/<experiment>/<arm>-seed<seed>/``; a finished
+  run is read back, so notebooks that share an experiment folder share runs;
+- :func:`evaluate_checkpoint` evaluates one model folder under ``cfg.evaluation`` into
+  ``<folder>/summary.json`` (resumable, read back without loading the model when complete);
+  :func:`evaluate_runs` does it for a role (solver or proposer) of every run at an iteration,
+  :func:`evaluate_base` for the untrained starting checkpoint (the tables' "Base" row);
+- :func:`pool_seeds` turns per-run summaries into one summary per arm (pass@1 per seed = the
+  mean over its evaluation runs; mean and standard error across seeds, or across evaluation
+  runs when there is one seed);
+- :func:`accuracy_frame` and :func:`entropy_frame` give tidy tables for :mod:`vdlib.plots`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import statistics
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from vdlib.config import ExperimentConfig, load_params
+from vdlib.evaluation import BenchmarkResult, EvalSummary
+
+__all__ = ["RunKey", "seed_configs", "run_grid", "experiment_dir", "report_dir",
+           "evaluate_checkpoint", "evaluate_runs", "evaluate_base", "last_iteration",
+           "reference_runs", "instruct_config", "pool_seeds", "accuracy_frame",
+           "entropy_frame", "correctness_frame", "composition_frame", "transfer_grid"]
+
+logger = logging.getLogger(__name__)
+
+RunKey = tuple[str, int]  # (arm, seed)
+
+
+def _cfg(config: ExperimentConfig | Mapping[str, Any] | str) -> ExperimentConfig:
+    return config if isinstance(config, ExperimentConfig) else load_params(config)  # type: ignore[arg-type]
+
+
+def seed_configs(cfg: ExperimentConfig, seeds: Iterable[int] | None = None
+                 ) -> list[ExperimentConfig]:
+    """``cfg`` once per seed (``seeds`` or ``cfg.seeds``), ``seed`` set."""
+    return [dataclasses.replace(cfg, seed=int(s)) for s in (cfg.seeds if seeds is None
+                                                            else seeds)]
+
+
+def experiment_dir(cfg: ExperimentConfig) -> Path:
+    return Path(cfg.output_dir) / cfg.experiment
+
+
+def report_dir(cfg: ExperimentConfig, notebook: str) -> Path:
+    """``<output_dir>/<experiment>/reports/<notebook>/``: a notebook's tables and figures."""
+    path = experiment_dir(cfg) / "reports" / notebook
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def run_grid(config: ExperimentConfig | Mapping[str, Any] | str,
+             seeds: Iterable[int] | None = None,
+             runner: Callable[[ExperimentConfig], Any] | None = None,
+             on_stage: Callable[[int, str], None] | None = None) -> dict[RunKey, Path]:
+    """Run (or resume) every arm x seed; ``{(arm, seed): run folder}``. Every config is built
+    and validated before the first run starts. ``runner(cfg)`` runs one arm's config (default:
+    the co-evolution loop); it may return a folder or a :class:`RunResult`."""
+    from vdlib.arms import arm_params
+    from vdlib.coevolution import _check_supported, run
+    from vdlib.config import to_dict
+
+    cfg = _cfg(config)
+    arms = cfg.arms or ["run"]
+    grid: dict[RunKey, ExperimentConfig] = {}
+    for c in seed_configs(cfg, seeds):
+        base = to_dict(c)
+        for arm in arms:
+            grid[(arm, c.seed)] = load_params(arm_params(base, arm)) if cfg.arms else c
+    for c in grid.values():
+        _check_supported(c)
+    out: dict[RunKey, Path] = {}
+    for (arm, seed), c in grid.items():
+        logger.info("run %s seed %d", arm, seed)
+        result = runner(c) if runner is not None else run(c, on_stage)
+        out[(arm, seed)] = Path(getattr(result, "run_dir", result))
+    return out
+
+
+# ----------------------------------------------------------------------------- evaluation
+
+
+def _protocol_kwargs(cfg: ExperimentConfig) -> dict[str, Any]:
+    e = cfg.evaluation
+    return {"runs": e.runs, "temperature": e.temperature, "top_p": e.top_p,
+            "max_context": e.max_context, "max_new_tokens": e.max_new_tokens,
+            "data_dir": e.data_dir, "limit": e.limit, "batch_size": e.batch_size}
+
+
+def _complete(out_dir: Path, cfg: ExperimentConfig) -> EvalSummary | None:
+    path = out_dir / "summary.json"
+    if not path.is_file():
+        return None
+    summary = EvalSummary.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    want = set(cfg.evaluation.benchmarks)
+    runs = {len(r.accuracies) for r in summary.results.values()}
+    if want <= set(summary.results) and runs == {cfg.evaluation.runs}:
+        return EvalSummary({b: summary.results[b] for b in cfg.evaluation.benchmarks},
+                           summary.protocol)
+    return None
+
+
+def evaluate_checkpoint(model_dir: str | Path, cfg: ExperimentConfig, out_dir: str | Path,
+                        seed: int = 0) -> EvalSummary:
+    """pass@1 of the model in ``model_dir`` under ``cfg.evaluation`` (records and
+    ``summary.json`` in ``out_dir``; a complete folder is read back without loading the
+    model)."""
+    from vdlib.evaluation import evaluate
+    from vdlib.models import load_model
+
+    out_dir = Path(out_dir)
+    done = _complete(out_dir, cfg)
+    if done is not None:
+        logger.info("evaluation %s: complete, read back", out_dir)
+        return done
+    dtype = cfg.model.dtype if cfg.model.device != "cpu" else "float32"
+    model, tok = load_model(str(model_dir), dtype=dtype, device=cfg.model.device,
+                            cache_dir=cfg.model.cache_dir)
+    summary = evaluate(model, tok, cfg.evaluation.benchmarks, seed=seed, out_dir=out_dir,
+                       **_protocol_kwargs(cfg))
+    del model
+    return summary
+
+
+def _last_iteration(run_dir: Path) -> int:
+    its = [int(p.name.split("_")[1]) for p in run_dir.glob("iter_*") if p.name[5:].isdigit()
+           and (p / "metrics.json").exists()]
+    if not its:
+        raise FileNotFoundError(f"{run_dir} has no finished iteration")
+    return max(its)
+
+
+def evaluate_runs(runs: Mapping[RunKey, Path], cfg: ExperimentConfig, role: str = "solver",
+                  iteration: int | None = None) -> dict[RunKey, EvalSummary]:
+    """Evaluate ``iter_<iteration>/<role>_model`` (default: each run's last iteration) of every
+    run; records under ``<run>/eval/<role>_iter<t>/``. ``role``: solver, proposer or policy
+    (single-policy runs: ``<run>/policy_model``)."""
+    if role not in ("solver", "proposer", "policy"):
+        raise ValueError(f"role = {role!r}; allowed: solver, proposer, policy")
+    out: dict[RunKey, EvalSummary] = {}
+    for key, run_dir in runs.items():
+        run_dir = Path(run_dir)
+        if role == "policy":
+            model_dir, name = run_dir / "policy_model", "policy"
+        else:
+            t = iteration if iteration is not None else _last_iteration(run_dir)
+            model_dir, name = run_dir / f"iter_{t}" / f"{role}_model", f"{role}_iter{t}"
+        out[key] = evaluate_checkpoint(model_dir, cfg, run_dir / "eval" / name)
+    return out
+
+
+def evaluate_base(cfg: ExperimentConfig, model: str | None = None) -> EvalSummary:
+    """The starting checkpoint of ``model`` (default ``cfg.solver_model``; format-warm-started
+    when ``warm_start.mode`` is sft), under ``<output_dir>/<experiment>/base_eval/<name>/``."""
+    from vdlib.coevolution import Loop
+
+    name = model or cfg.solver_model
+    path = Loop(cfg, start=False).base(name, "base")
+    safe = name.strip("/").replace("/", "__")
+    return evaluate_checkpoint(path, cfg, experiment_dir(cfg) / "base_eval" / safe)
+
+
+def pool_seeds(summaries: Mapping[RunKey, EvalSummary]) -> dict[str, EvalSummary]:
+    """One summary per arm (in first-seen order). With several seeds, each seed contributes one
+    accuracy per benchmark (the mean over its evaluation runs), so the standard error is
+    across training seeds; with one seed, the evaluation runs' accuracies are kept."""
+    by_arm: dict[str, list[tuple[int, EvalSummary]]] = {}
+    for (arm, seed), s in summaries.items():
+        by_arm.setdefault(arm, []).append((seed, s))
+    pooled: dict[str, EvalSummary] = {}
+    for arm, items in by_arm.items():
+        if len(items) == 1:
+            pooled[arm] = items[0][1]
+            continue
+        benches = [b for b in items[0][1].results if all(b in s.results for _, s in items)]
+        pooled[arm] = EvalSummary(
+            {b: BenchmarkResult(b, items[0][1].results[b].n,
+                                [statistics.fmean(s.results[b].accuracies) for _, s in items],
+                                [seed for seed, _ in items]) for b in benches},
+            {**items[0][1].protocol, "pooled_over_seeds": [seed for seed, _ in items]})
+    return pooled
+
+
+def accuracy_frame(summaries: Mapping[Any, EvalSummary], **columns: Any):
+    """Tidy ``arm, seed, benchmark, accuracy`` (one row per run-mean), plus constant
+    ``columns`` (e.g. ``iteration=3``). Keys are ``(arm, seed)`` or an arm name."""
+    import pandas as pd
+
+    rows = []
+    for key, s in summaries.items():
+        arm, seed = key if isinstance(key, tuple) else (key, None)
+        for b, r in s.results.items():
+            rows.append({"arm": arm, "seed": seed, **columns, "benchmark": b,
+                         "accuracy": r.mean})
+    return pd.DataFrame(rows)
+
+
+def entropy_frame(runs: Mapping[RunKey, Path], filename: str = "policy_train.json"):
+    """Tidy ``arm, seed, step, entropy`` from TRL's log history in each run's ``filename``
+    (``policy_train.json`` of single-policy runs; ``iter_<t>/proposer_train.json`` works too)."""
+    import pandas as pd
+
+    rows = []
+    for (arm, seed), run_dir in runs.items():
+        path = Path(run_dir) / filename
+        if not path.is_file():
+            logger.warning("%s missing; %s seed %s skipped", path, arm, seed)
+            continue
+        history = json.loads(path.read_text(encoding="utf-8")).get("log_history", [])
+        for i, row in enumerate(r for r in history if "entropy" in r):
+            rows.append({"arm": arm, "seed": seed, "step": int(row.get("step", i + 1)),
+                         "entropy": float(row["entropy"])})
+    return pd.DataFrame(rows, columns=["arm", "seed", "step", "entropy"])
+
+
+# ----------------------------------------------------------------------------- derived configs
+
+
+def last_iteration(runs: Mapping[RunKey, Path]) -> int:
+    """The last iteration every run has finished."""
+    return min(_last_iteration(Path(p)) for p in runs.values())
+
+
+def reference_runs(cfg: ExperimentConfig, arms: Iterable[str]) -> dict[RunKey, Path]:
+    """Finished runs ``<arm>-seed<seed>`` of every experiment in ``reference_experiments``
+    (missing ones are skipped with a warning; nothing is run)."""
+    out: dict[RunKey, Path] = {}
+    for name in cfg.reference_experiments:
+        for arm in arms:
+            for seed in cfg.seeds:
+                path = Path(cfg.output_dir) / name / f"{arm}-seed{seed}"
+                try:
+                    _last_iteration(path)
+                except FileNotFoundError:
+                    logger.warning("reference run %s not found (run its notebook first)", path)
+                    continue
+                out[(arm, seed)] = path
+    return out
+
+
+def instruct_config(cfg: ExperimentConfig, arms: Iterable[str] = ("baseline", "vd75")
+                    ) -> ExperimentConfig:
+    """The instruction-tuned-model runs of notebook 06: ``model.instruct`` as proposer and
+    solver, no format warm-start, experiment ``<experiment>_instruct``."""
+    return dataclasses.replace(
+        cfg, experiment=f"{cfg.experiment}_instruct", arms=list(arms),
+        model=dataclasses.replace(cfg.model, proposer=cfg.model.instruct, solver=None),
+        warm_start=dataclasses.replace(cfg.warm_start, mode="none"))
+
+
+# ----------------------------------------------------------------------------- verification
+
+
+def correctness_frame(runs: Mapping[RunKey, Path], cfg: ExperimentConfig):
+    """Tidy ``arm, seed, iteration, correct`` (fraction of valid questions whose proposer answer
+    the ``verification.correctness_model`` confirms; paper ``tab:correctness``)."""
+    import pandas as pd
+
+    from vdlib.verification import make_verifier, proposer_correctness
+
+    verifier = make_verifier(cfg.verification, "correctness", device=cfg.model.device)
+    rows = []
+    for (arm, seed), run_dir in runs.items():
+        for t, frac in proposer_correctness(run_dir, verifier).items():
+            rows.append({"arm": arm, "seed": seed, "iteration": int(t), "correct": frac})
+    return pd.DataFrame(rows, columns=["arm", "seed", "iteration", "correct"])
+
+
+def composition_frame(runs: Mapping[RunKey, Path], cfg: ExperimentConfig, iteration: int):
+    """Curriculum composition at ``iteration`` (paper ``tab:wellposed``), one row per run:
+    ``generated``, ``filter_pass`` (questions in the difficulty band), ``pass_rate``,
+    ``well_posed`` and ``correct`` (verifier judgments of the band's questions), and the Vendi
+    score of the well-posed (``vendi_wp``) and correct (``vendi_c``) subsets with
+    ``metrics.embedder`` (None below two questions or with embedder ``none``)."""
+    import pandas as pd
+
+    from vdlib.artifacts import read_jsonl
+    from vdlib.metrics import vendi_score
+    from vdlib.metrics.embeddings import embed
+    from vdlib.verification import make_verifier
+
+    verifier = make_verifier(cfg.verification, "correctness", device=cfg.model.device)
+    s = cfg.scoring
+
+    def vendi(texts: list[str]) -> float | None:
+        if len(texts) < 2 or cfg.metrics.embedder == "none":
+            return None
+        return float(vendi_score(embed(texts, cfg.metrics.embedder)))
+
+    rows = []
+    for (arm, seed), run_dir in runs.items():
+        questions = read_jsonl(Path(run_dir) / f"iter_{iteration}" / "questions.jsonl")
+        band = [q for q in questions if q.get("valid") and q.get("acc") is not None
+                and s.tau_min <= q["acc"] <= s.tau_max]
+        texts = [q["question"] for q in band]
+        posed = verifier.label_well_posed(texts)
+        checked = verifier.check_answers(band)
+        wp = [t for t, ok in zip(texts, posed, strict=True) if ok]
+        ok_texts = [r["question"] for r in checked if r["correct"]]
+        rows.append({"arm": arm, "seed": seed, "iteration": iteration,
+                     "generated": len(questions), "filter_pass": len(band),
+                     "pass_rate": len(band) / len(questions) if questions else None,
+                     "well_posed": len(wp), "correct": len(ok_texts),
+                     "vendi_wp": vendi(wp), "vendi_c": vendi(ok_texts)})
+    return pd.DataFrame(rows)
+
+
+def transfer_grid(runs: Mapping[RunKey, Path], cfg: ExperimentConfig, iteration: int
+                  ) -> dict[RunKey, dict[str, Any]]:
+    """Verify each run's iteration-``iteration`` questions with ``verification.transfer_model``
+    (:func:`vdlib.verification.build_transfer_dataset`) and GRPO-train a fresh
+    ``model.transfer`` on the kept ones (:func:`vdlib.policy.train_transfer`), under
+    ``<output_dir>/<experiment>/<arm>-seed<seed>/``. Returns per run the counts and the
+    trained model folder (``model``)."""
+    from vdlib.policy import train_transfer
+    from vdlib.verification import build_transfer_dataset, make_verifier
+
+    verifier = make_verifier(cfg.verification, "transfer", device=cfg.model.device)
+    out: dict[RunKey, dict[str, Any]] = {}
+    for (arm, seed), run_dir in runs.items():
+        target = experiment_dir(cfg) / f"{arm}-seed{seed}"
+        data = build_transfer_dataset(run_dir, iteration, verifier,
+                                      out_path=target / "verified" / "curriculum.jsonl")
+        summary = json.loads(data.with_name(data.stem + ".summary.json").read_text())
+        c = dataclasses.replace(cfg, seed=seed, run_id=f"{arm}-seed{seed}")
+        model = train_transfer(c, data, target / "transfer")
+        out[(arm, seed)] = {"verified": summary["n_kept"], "valid": summary["n_valid"],
+                            "kept_fraction": summary["kept_fraction"], "model": str(model)}
+    return out

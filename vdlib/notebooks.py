@@ -1,0 +1,161 @@
+"""Batch execution of the experiment notebooks with papermill (``vdlib notebooks run``).
+
+Notebook ``notebooks/NN_name.ipynb`` runs once per params file of its profile:
+``params/<profile>/<name>.yaml`` and any variants ``params/<profile>/<name>@<variant>.yaml``
+(e.g. ``main_table@8b.yaml`` for the other model size). Its executed copy goes to
+``<output_dir>/notebooks/<profile>/NN_name[@variant].ipynb``. Every params file is validated
+before the first notebook starts, so a bad key fails in seconds, naming the file and the key.
+
+``seeds`` overrides the params' ``seeds`` (notebooks with a single ``seed`` parameter run once
+per seed, as variants ``seed<N>``). A notebook whose report (``reports/<notebook>/summary.json``
+in its experiment folder) exists for the same resolved config, next to its executed copy, is
+skipped unless ``force``; the runs inside a notebook resume on their own. A failing notebook
+does not stop the others; the summary lists it and the exit status is 1.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = ["NotebookJob", "notebook_params_file", "plan_jobs", "run_notebooks",
+           "format_summary"]
+
+logger = logging.getLogger(__name__)
+
+
+def _short(notebook: Path) -> str:
+    return notebook.stem.split("_", 1)[1] if "_" in notebook.stem else notebook.stem
+
+
+def notebook_params_file(notebook: Path, profile: str, params_dir: Path) -> Path:
+    """``params/<profile>/<name>.yaml`` for ``notebooks/NN_name.ipynb``."""
+    return params_dir / profile / f"{_short(notebook)}.yaml"
+
+
+@dataclass
+class NotebookJob:
+    """One execution: a notebook, its params (file values plus overrides) and its output."""
+
+    notebook: Path
+    params_file: Path
+    params: dict[str, Any]
+    output: Path
+    report: Path | None
+    status: str = "pending"  # pending, ran, skipped, failed
+    seconds: float | None = None
+    error: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.output.stem
+
+
+def _declared(notebook: Path) -> set[str]:
+    import papermill
+
+    return set(papermill.inspect_notebook(str(notebook)))
+
+
+def plan_jobs(profile: str, only: list[str] | None, notebooks_dir: Path, params_dir: Path,
+              output_dir: Path, seeds: list[int] | None = None) -> list[NotebookJob]:
+    """Every (notebook, params file[, seed]) job, each params set validated
+    (:class:`vdlib.config.ConfigError` -> ``SystemExit`` naming the file)."""
+    from vdlib.config import ConfigError, load_params, to_dict
+
+    notebooks = sorted(notebooks_dir.glob("[0-9][0-9]_*.ipynb"))
+    if only:
+        names = {nb.stem: nb for nb in notebooks}
+        missing = [o for o in only if o not in names]
+        if missing:
+            raise SystemExit(f"unknown notebook {missing[0]!r}; available: {', '.join(names)}")
+        notebooks = [names[o] for o in only]
+    jobs = []
+    for nb in notebooks:
+        main = notebook_params_file(nb, profile, params_dir)
+        if not main.is_file():
+            raise SystemExit(f"no params file {main} for {nb.name} (profile {profile!r})")
+        files = [main] + sorted(main.parent.glob(f"{_short(nb)}@*.yaml"))
+        declared = _declared(nb) if seeds is not None else set()
+        for f in files:
+            variant = f.stem.split("@", 1)[1] if "@" in f.stem else None
+            params = yaml.safe_load(f.read_text(encoding="utf-8")) or {}
+            per_seed: list[tuple[str | None, dict[str, Any]]] = [(variant, params)]
+            if seeds is not None:
+                if "seeds" in declared:
+                    per_seed = [(variant, {**params, "seeds": list(seeds)})]
+                elif "seed" in declared:
+                    per_seed = [(f"{variant + '-' if variant else ''}seed{s}",
+                                 {**params, "seed": s}) for s in seeds]
+            for v, p in per_seed:
+                try:
+                    cfg = load_params(p)  # fail before any kernel starts
+                except ConfigError as e:
+                    raise SystemExit(f"{f}: {e}") from None
+                out = output_dir / "notebooks" / profile / (
+                    f"{nb.stem}@{v}.ipynb" if v else nb.name)
+                report = Path(cfg.output_dir) / cfg.experiment / "reports" / nb.stem / \
+                    "summary.json" if nb.stem != "00_quickstart" else None
+                job = NotebookJob(nb, f, p, out, report)
+                job.config = to_dict(cfg)  # type: ignore[attr-defined]
+                jobs.append(job)
+    return jobs
+
+
+def _complete(job: NotebookJob) -> bool:
+    if job.report is None or not job.report.is_file() or not job.output.is_file():
+        return False
+    try:
+        return json.loads(job.report.read_text(encoding="utf-8")).get("config") == \
+            json.loads(json.dumps(job.config))  # type: ignore[attr-defined]
+    except (OSError, ValueError):
+        return False
+
+
+def run_notebooks(profile: str, only: list[str] | None, notebooks_dir: Path, params_dir: Path,
+                  output_dir: Path, seeds: list[int] | None = None, force: bool = False,
+                  cwd: Path | None = None) -> list[NotebookJob]:
+    """Plan, then execute each job with papermill (skipping complete ones unless ``force``);
+    returns the jobs with their status and seconds."""
+    import papermill
+
+    jobs = plan_jobs(profile, only, notebooks_dir, params_dir, output_dir, seeds)
+    for job in jobs:
+        if not force and _complete(job):
+            job.status = "skipped"
+            logger.info("%s: complete (%s), skipped", job.name, job.report)
+            continue
+        job.output.parent.mkdir(parents=True, exist_ok=True)
+        logger.info("running %s with %s -> %s", job.notebook.name, job.params_file, job.output)
+        start = time.perf_counter()
+        try:
+            papermill.execute_notebook(str(job.notebook), str(job.output),
+                                       parameters=job.params,
+                                       cwd=str(cwd) if cwd else None, kernel_name="python3",
+                                       progress_bar=False)
+            job.status = "ran"
+        except Exception as e:  # noqa: BLE001 - reported in the summary, others still run
+            job.status, job.error = "failed", f"{type(e).__name__}: {str(e)[:500]}"
+            logger.error("%s failed: %s", job.name, job.error)
+        job.seconds = round(time.perf_counter() - start, 1)
+    return jobs
+
+
+def format_summary(jobs: list[NotebookJob]) -> str:
+    """A Markdown table: notebook, params file, status, minutes, executed copy."""
+    lines = ["| notebook | params | status | minutes | executed copy |", "|---|---|---|---|---|"]
+    for j in jobs:
+        minutes = f"{j.seconds / 60:.1f}" if j.seconds is not None else "-"
+        status = j.status + (f" ({j.error.splitlines()[0][:80]})" if j.error else "")
+        lines.append(f"| {j.name} | {j.params_file.name} | {status} | {minutes} | {j.output} |")
+    total = sum(j.seconds or 0 for j in jobs)
+    lines.append(f"\ntotal {total / 60:.1f} min; {sum(j.status == 'ran' for j in jobs)} ran, "
+                 f"{sum(j.status == 'skipped' for j in jobs)} skipped, "
+                 f"{sum(j.status == 'failed' for j in jobs)} failed")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,78 @@
+"""The paper's reported numbers, transcribed into ``vdlib/data/paper_values.yaml``.
+
+Every result table and figure of the paper is one entry keyed by its LaTeX label
+(``tab:vanilla_eval``, ``fig:diversity_combined``, ...) with ``caption``, ``source`` (label,
+file, line range), ``notes`` and ``data``:
+
+- tables: ``data[group][row][column] = {"mean": m, "se": s}`` (``se`` None when the paper prints
+  none) or a plain number; rows are vdlib arm names (``base`` = the untrained model), columns
+  vdlib benchmark names (``avg`` = the table's Avg. column); percentages as printed;
+- figures: ``data[group][metric][series] = [[x, y], ...]`` from the pgfplots ``coordinates``
+  blocks, metrics named as in :mod:`vdlib.metrics.run_metrics`.
+
+>>> paper_values("tab:vanilla_eval")["data"]["Qwen3-8B"]["vd75"]["avg"]["mean"]
+43.8
+>>> paper_series("fig:embedding_diversity", "Qwen3-4B", "cumulative_vendi", "baseline")[:2]
+[(1, 44.6), (2, 46.1)]
+"""
+
+from __future__ import annotations
+
+import copy
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+__all__ = ["paper_values", "paper_labels", "paper_series", "paper_cells", "ARM_LABELS"]
+
+#: Display names of arms and paper rows (ASCII, so they work in LaTeX too).
+ARM_LABELS = {
+    "base": "Base (no training)", "baseline": "Baseline", "vd85": "VD85", "vd75": "VD75",
+    "vd95": "VD95", "train_only": "Train-only", "gen_only": "Gen-only", "anneal": "VD75 (anneal)",
+    "kl_cov": "KL-Cov", "clip_cov": "Clip-Cov", "vd85_gen": "VD85 (gen-only)",
+    "delta": "Delta (VD - baseline)",
+}
+
+
+@lru_cache(maxsize=1)
+def _load() -> dict[str, Any]:
+    import yaml
+
+    text = resources.files("vdlib").joinpath("data", "paper_values.yaml").read_text("utf-8")
+    return yaml.safe_load(text)
+
+
+def paper_labels() -> list[str]:
+    """The LaTeX labels that have transcribed values."""
+    return [k for k in _load() if k != "meta"]
+
+
+def paper_values(label: str | None = None) -> dict[str, Any]:
+    """The whole YAML (``label=None``) or one entry (a deep copy, safe to modify).
+
+    An unknown label raises ``KeyError`` naming the known ones."""
+    data = _load()
+    if label is None:
+        return copy.deepcopy(data)
+    if label not in data or label == "meta":
+        raise KeyError(f"no paper values for {label!r}; known: {', '.join(paper_labels())}")
+    return copy.deepcopy(data[label])
+
+
+def paper_series(label: str, group: str, metric: str, series: str
+                 ) -> list[tuple[float, float]]:
+    """One figure series as ``[(x, y), ...]`` ([] when the paper has no such series)."""
+    data = _load()[label]["data"]
+    pts = data.get(group, {}).get(metric, {}).get(series, [])
+    return [(x, y) for x, y in pts]
+
+
+def paper_cells(label: str, group: str) -> dict[str, dict[str, dict[str, float | None]]]:
+    """``{row: {column: {"mean", "se"}}}`` of one group of a table ({} for an unknown group);
+    plain numbers become ``{"mean": x, "se": None}``."""
+    rows = _load()[label]["data"].get(group, {})
+    out: dict[str, dict[str, dict[str, float | None]]] = {}
+    for row, cols in rows.items():
+        out[row] = {c: v if isinstance(v, dict) else {"mean": v, "se": None}
+                    for c, v in cols.items()}
+    return out

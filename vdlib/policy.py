@@ -1,0 +1,169 @@
+"""GRPO of one policy on a fixed problem set with a binary correctness reward.
+
+Three places train a policy this way:
+
+- the loop's solver phase (vdlib.coevolution): the filtered curriculum, target = the
+  proposer's (or the majority) answer, no mask;
+- curriculum transfer (paper Sec. "Curriculum quality in isolation", notebook 03): a fresh
+  model on an externally verified curriculum for ``transfer.epochs`` epochs
+  (:func:`train_transfer`);
+- single-policy GRPO (paper App. "Vocabulary dropout outside co-evolution", notebook 04):
+  GSM8K training problems, with the vocabulary-dropout mask on the policy's rollouts when the
+  arm's alpha < 1 (:func:`run_single_policy`).
+
+:func:`grpo_on_problems` is the shared core: solver prompts, :class:`vdlib.trainer.SolverReward`,
+``MaskedGRPOTrainer``; it returns the trained trainer (the caller saves the model). Each run
+writes atomically and is skipped when its model folder exists (resume).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import shutil
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vdlib.artifacts import atomic_write_json, read_jsonl
+from vdlib.config import ExperimentConfig, GRPOConfig, load_params
+from vdlib.prompts import solver_prompt
+from vdlib.seeding import derive_seed
+
+__all__ = ["grpo_on_problems", "train_log", "training_problems", "train_transfer",
+           "run_single_policy"]
+
+logger = logging.getLogger(__name__)
+
+
+def grpo_on_problems(model: Any, tok: Any, problems: Sequence[dict[str, Any]], g: GRPOConfig,
+                     work_dir: Path, *, seed: int, use_cpu: bool, rows: int | None = None,
+                     max_steps: int | None = None, vocab_dropout: Any = None,
+                     mask_seed_fn: Callable[[int], int] | None = None) -> tuple[Any, Any]:
+    """Train ``model`` with GRPO on ``problems`` (``question``, ``answer``) in solver prompts,
+    reward 1 when the last ``\\boxed{}`` is equivalent to ``answer``. The data are the problems
+    cycled to ``rows`` rows (default: enough for ``g.max_steps`` rollout batches); the mask,
+    when given, acts on rollouts only. Returns ``(trainer, reward)`` after training; TRL's
+    scratch folder ``work_dir`` is removed."""
+    from datasets import Dataset
+
+    from vdlib.trainer import MaskedGRPOTrainer, SolverReward, trl_args
+
+    if not problems:
+        raise ValueError("grpo_on_problems needs at least one problem")
+    n = rows if rows is not None else max(len(problems), g.max_steps * g.rollout_batch_size)
+    data_rows = [problems[i % len(problems)] for i in range(n)]
+    data = Dataset.from_dict({"prompt": [solver_prompt(tok, r["question"]) for r in data_rows],
+                              "answer": [r["answer"] for r in data_rows]})
+    reward = SolverReward()
+    overrides = {"max_steps": max_steps} if max_steps is not None else {}
+    args = trl_args(g, output_dir=str(work_dir), use_cpu=use_cpu, seed=seed % 2**31,
+                    masked=vocab_dropout is not None, **overrides)
+    trainer = MaskedGRPOTrainer(model=model, reward_funcs=[reward], args=args,
+                                train_dataset=data, processing_class=tok,
+                                vocab_dropout=vocab_dropout, mask_seed_fn=mask_seed_fn,
+                                loss_variant=g.loss_variant)
+    trainer.train()
+    shutil.rmtree(work_dir, ignore_errors=True)
+    return trainer, reward
+
+
+def train_log(trainer: Any, reward: Any) -> dict[str, Any]:
+    """Mean reward and TRL's log history without wall-clock fields (deterministic)."""
+    from vdlib.coevolution import split_timing
+
+    return {"mean_reward": float(np.mean([r["reward"] for r in reward.records]))
+            if reward.records else None, **split_timing(trainer.state.log_history)}
+
+
+# ----------------------------------------------------------------------------- transfer
+
+
+def train_transfer(cfg: ExperimentConfig, curriculum: str | Path, out_dir: str | Path) -> Path:
+    """GRPO a fresh ``model.transfer`` (format-warm-started in the tiny profile) on a verified
+    curriculum (``curriculum.jsonl`` of :func:`vdlib.verification.build_transfer_dataset`) for
+    ``transfer.epochs`` epochs (at most ``transfer.max_steps`` steps). Writes
+    ``<out_dir>/model/`` and ``<out_dir>/train.json``; returns the model folder (existing: kept,
+    nothing retrained). An empty curriculum leaves the fresh model untrained, and says so."""
+    from vdlib.coevolution import Loop
+
+    out_dir = Path(out_dir)
+    target = out_dir / "model"
+    if (target / "config.json").exists():
+        logger.info("transfer model %s exists; skipped", target)
+        return target
+    problems = read_jsonl(curriculum)
+    loop = Loop(cfg, start=False)
+    base = loop.base(cfg.model.transfer, "transfer")
+    model, tok = loop.load(base)
+    g = cfg.transfer
+    if not problems:
+        logger.warning("%s is empty: the transfer model stays untrained", curriculum)
+        loop.save_pretrained(model, tok, target)
+        atomic_write_json(out_dir / "train.json", {"skipped": "empty curriculum",
+                                                   "base": base})
+        return target
+    rows = len(problems) * g.epochs
+    steps = min(g.max_steps, math.ceil(rows / g.global_batch_size))
+    trainer, reward = grpo_on_problems(
+        model, tok, problems, g, out_dir / ".trl", seed=derive_seed(cfg.seed, "transfer", 0),
+        use_cpu=loop.use_cpu, rows=max(rows, steps * g.rollout_batch_size), max_steps=steps)
+    loop.save_model(trainer, tok, target)
+    atomic_write_json(out_dir / "train.json", {"base": base, "problems": len(problems),
+                                               "epochs": g.epochs, "steps": steps,
+                                               **train_log(trainer, reward)})
+    return target
+
+
+# ----------------------------------------------------------------------------- single policy
+
+
+def training_problems(dataset: str, limit: int | None, seed: int) -> list[dict[str, Any]]:
+    """Training problems (``question``, ``answer``) for single-policy GRPO: ``gsm8k`` = the
+    Hub's ``openai/gsm8k`` (main) train split, gold after ``#### ``; ``gsm_symbolic`` =
+    reasoning-gym items from a seed disjoint from the evaluation stand-in's."""
+    if dataset == "gsm_symbolic":
+        from vdlib.evaluation import load_benchmark
+
+        items = load_benchmark("gsm_symbolic", limit=limit, seed=10_000 + seed)
+        return [{"question": it["problem"], "answer": it["answer"]} for it in items]
+    if dataset == "gsm8k":
+        from datasets import load_dataset
+
+        rows = load_dataset("openai/gsm8k", "main", split="train")
+        out = [{"question": r["question"], "answer": r["answer"].split("####")[-1].strip()
+                .replace(",", "")} for r in rows]
+        return out[:limit] if limit is not None else out
+    raise ValueError(f"single_policy.dataset = {dataset!r}; allowed: gsm8k, gsm_symbolic")
+
+
+def run_single_policy(config: ExperimentConfig | dict | str) -> Path:
+    """One single-policy GRPO run (one arm, one seed) of ``config``: the ``solver`` section's
+    GRPO on :func:`training_problems`, the ``vocab_dropout`` mask on every rollout batch when
+    alpha < 1 and the train phase is on (a fresh mask per step, seeded from
+    ``(seed, 1, "train", step)``). Writes ``policy_model/`` and ``policy_train.json`` (its
+    ``log_history`` holds the per-step policy ``entropy``) in the run folder; returns it."""
+    from vdlib.coevolution import Loop
+    from vdlib.vocab_dropout import mask_seed
+
+    cfg = config if isinstance(config, ExperimentConfig) else load_params(config)
+    loop = Loop(cfg)
+    target = loop.run_dir / "policy_model"
+    if (target / "config.json").exists():
+        logger.info("single-policy model %s exists; skipped", target)
+        return loop.run_dir
+    sp = cfg.single_policy
+    problems = training_problems(sp.dataset, sp.train_examples, cfg.seed)
+    model, tok = loop.load(loop.base(cfg.model.proposer, "policy"))
+    vd = loop.mask_for(model, tok, 1, "train")
+    trainer, reward = grpo_on_problems(
+        model, tok, problems, cfg.solver, loop.run_dir / ".trl_policy",
+        seed=derive_seed(cfg.seed, "policy", 1), use_cpu=loop.use_cpu, vocab_dropout=vd,
+        mask_seed_fn=(lambda step: mask_seed(cfg.seed, 1, "train", step)) if vd else None)
+    atomic_write_json(loop.run_dir / "policy_train.json", {
+        "dataset": sp.dataset, "problems": len(problems), "alpha": vd.alpha if vd else 1.0,
+        "masked": vd is not None, "mask_log": trainer.mask_log, **train_log(trainer, reward)})
+    loop.save_model(trainer, tok, target)
+    return loop.run_dir
