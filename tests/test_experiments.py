@@ -209,3 +209,28 @@ def test_make_verifier_openai_settings(tmp_path):
     assert c.model == "gpt-4.1-mini" and c.temperature == 0.0
     with pytest.raises(ValueError, match="allowed: correctness, transfer"):
         make_verifier(cfg.verification, "judge")
+
+
+def test_compare_arms_over_seeds(tmp_path):
+    runs = {}
+    values = {("baseline", 0): 0.5, ("baseline", 1): 0.7, ("vd75", 0): 0.2, ("vd75", 1): 0.3}
+    for (arm, seed), bleu in values.items():
+        run = tmp_path / f"{arm}-seed{seed}"
+        for t in (1, 2):
+            (run / f"iter_{t}").mkdir(parents=True)
+            (run / f"iter_{t}" / "metrics.json").write_text(json.dumps(
+                {"self_bleu": bleu if t == 2 else 9.0, "vendi": None, "valid_questions": 4}))
+        (run / "config.yaml").write_text(f"run_id: {arm}-seed{seed}\nseed: {seed}\n")
+        runs[(arm, seed)] = run
+    evals = {k: summary({"a": [v, v]}) for k, v in values.items()}
+    table = ex.compare_arms(runs, evals).set_index("quantity")
+    row = table.loc["Self-BLEU (lower = diverse)"]
+    assert row["baseline"] == pytest.approx(0.6) and row["vd75"] == pytest.approx(0.25)
+    assert row["baseline_se"] == pytest.approx(0.1) and row["vd75_se"] == pytest.approx(0.05)
+    assert row["difference"] == pytest.approx(-0.35)
+    assert row["difference_se"] == pytest.approx(math.sqrt(0.1 ** 2 + 0.05 ** 2))
+    assert bool(row["separated"]) is True  # 0.35 > 2 x 0.112
+    assert table.loc["Vendi", "baseline_n"] == 0  # undefined everywhere: no values
+    assert table.loc["valid questions", "difference"] == 0 and not table.loc["valid questions",
+                                                                              "separated"]
+    assert table.loc["solver pass@1 (stand-in)", "vd75"] == pytest.approx(0.25)

@@ -31,7 +31,8 @@ from vdlib.evaluation import BenchmarkResult, EvalSummary
 __all__ = ["RunKey", "seed_configs", "run_grid", "experiment_dir", "report_dir",
            "evaluate_checkpoint", "evaluate_runs", "evaluate_base", "last_iteration",
            "reference_runs", "instruct_config", "pool_seeds", "accuracy_frame",
-           "entropy_frame", "correctness_frame", "composition_frame", "transfer_grid"]
+           "entropy_frame", "correctness_frame", "composition_frame", "transfer_grid",
+           "COMPARED", "compare_arms"]
 
 logger = logging.getLogger(__name__)
 
@@ -338,3 +339,54 @@ def transfer_grid(runs: Mapping[RunKey, Path], cfg: ExperimentConfig, iteration:
         out[(arm, seed)] = {"verified": summary["n_kept"], "valid": summary["n_valid"],
                             "kept_fraction": summary["kept_fraction"], "model": str(model)}
     return out
+
+
+# ----------------------------------------------------------------------------- seed comparison
+
+#: Final-iteration quantities of :func:`compare_arms` (metric name -> column label).
+COMPARED = {"valid_questions": "valid questions", "self_bleu": "Self-BLEU (lower = diverse)",
+            "vendi": "Vendi", "novelty_rate": "novelty", "cumulative_vendi": "cumulative Vendi",
+            "unique_tokens": "unique tokens", "mean_acc": "mean solver acc",
+            "curriculum_size": "curriculum size"}
+
+
+def compare_arms(runs: Mapping[RunKey, Path], evals: Mapping[RunKey, EvalSummary] | None = None,
+                 arms: tuple[str, str] = ("baseline", "vd75"), iteration: int | None = None):
+    """Two arms over seeds at ``iteration`` (default: the last all runs finished): per quantity
+    of :data:`COMPARED` (and ``pass@1``, the mean over benchmarks of each run's evaluation),
+    each arm's mean and standard error across seeds, the difference ``arms[1] - arms[0]`` and
+    its standard error (Welch: ``sqrt(se0^2 + se1^2)``), and ``separated`` = |difference| >
+    2 x its standard error. Missing values (e.g. Vendi with < 2 valid questions) are dropped
+    per run; ``n`` columns say how many seeds remain."""
+    import math as _math
+
+    import pandas as pd
+
+    from vdlib.metrics.run_metrics import summary_metrics
+
+    picked = {k: p for k, p in runs.items() if k[0] in arms}
+    t = iteration if iteration is not None else last_iteration(picked)
+    m = summary_metrics(list(picked.values()))
+    m = m[(m.iteration == t) & m.metric.isin(list(COMPARED))]
+    values: dict[tuple[str, str], list[float]] = {}
+    for r in m.itertuples():
+        values.setdefault((r.metric, r.arm), []).append(float(r.value))
+    if evals:
+        for (arm, _seed), s in evals.items():
+            if arm in arms and s.results:
+                values.setdefault(("pass@1", arm), []).append(s.average()[0])
+    rows = []
+    for metric, label in [*COMPARED.items(), ("pass@1", "solver pass@1 (stand-in)")]:
+        stats = []
+        for arm in arms:
+            xs = values.get((metric, arm), [])
+            mean = statistics.fmean(xs) if xs else float("nan")
+            se = statistics.stdev(xs) / _math.sqrt(len(xs)) if len(xs) > 1 else float("nan")
+            stats.append((mean, se, len(xs)))
+        (m0, s0, n0), (m1, s1, n1) = stats
+        diff, dse = m1 - m0, _math.sqrt(s0 ** 2 + s1 ** 2)
+        rows.append({"quantity": label, f"{arms[0]}": m0, f"{arms[0]}_se": s0, f"{arms[0]}_n": n0,
+                     f"{arms[1]}": m1, f"{arms[1]}_se": s1, f"{arms[1]}_n": n1,
+                     "difference": diff, "difference_se": dse,
+                     "separated": bool(abs(diff) > 2 * dse) if dse == dse else False})
+    return pd.DataFrame(rows)
