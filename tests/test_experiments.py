@@ -52,7 +52,8 @@ def test_pool_seeds_uses_one_value_per_seed():
     assert list(pooled) == ["vd75", "baseline"]
     r = pooled["vd75"].results["a"]
     assert r.accuracies == pytest.approx([0.3, 0.6]) and r.seeds == [0, 1]
-    assert r.se == pytest.approx(math.sqrt(((0.3 - 0.45) ** 2 + (0.6 - 0.45) ** 2) / 1) / math.sqrt(2))
+    sd = math.sqrt((0.3 - 0.45) ** 2 + (0.6 - 0.45) ** 2)  # ddof = 1 over two seeds
+    assert r.se == pytest.approx(sd / math.sqrt(2))
     # one seed: the evaluation runs are kept
     assert pooled["baseline"].results["a"].accuracies == [0.1, 0.3]
 
