@@ -112,3 +112,33 @@ def test_bad_arguments(engine, prompts, kwargs, word):
 def test_single_string_rejected(engine, prompts):
     with pytest.raises(TypeError, match="sequence of strings"):
         engine.generate(prompts[0])
+
+
+def test_rounds_greedy_equal_one_pass(tiny_model_and_tokenizer, prompts):
+    """Greedy decoding in rounds of 3 tokens continues from the exact ids: same tokens as one
+    pass, with the same lengths and finish reasons."""
+    model, tok = tiny_model_and_tokenizer
+    one = HFEngine(model, tok, batch_size=4, show_progress=False)
+    rounds = HFEngine(model, tok, batch_size=4, show_progress=False, round_tokens=3)
+    a = one.generate(prompts, n=2, temperature=0, max_new_tokens=11, seed=0)
+    b = rounds.generate(prompts, n=2, temperature=0, max_new_tokens=11, seed=0)
+    assert [s.token_ids for s in a] == [s.token_ids for s in b]
+    assert [s.finish_reason for s in b] == ["length"] * 4 and all(len(s.token_ids) == 11
+                                                                    for s in b)
+
+
+def test_rounds_drop_finished_rows(tiny_model_and_tokenizer, prompts, caplog):
+    model, tok = tiny_model_and_tokenizer
+    rounds = HFEngine(model, tok, batch_size=4, show_progress=False, round_tokens=4)
+    forced = [ForceToken(tok.eos_token_id, at=2)]
+    with caplog.at_level("INFO", logger="vdlib.generation"):
+        out = rounds.generate(prompts, n=2, max_new_tokens=12, seed=0,
+                              logits_processors=forced)
+    assert all(s.finish_reason == "stop" and len(s.token_ids) == 3 for s in out)
+    assert "round 0: 0 of 4 rows still going" in caplog.text  # no second round needed
+    sampled = rounds.generate(prompts, n=3, temperature=1.0, max_new_tokens=9, seed=5)
+    again = rounds.generate(prompts, n=3, temperature=1.0, max_new_tokens=9, seed=5)
+    assert [s.token_ids for s in sampled] == [s.token_ids for s in again]  # seeded per round
+    assert all(len(s.token_ids) <= 9 for s in sampled)
+    with pytest.raises(ValueError, match="round_tokens"):
+        HFEngine(model, tok, round_tokens=0)

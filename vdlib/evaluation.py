@@ -552,6 +552,10 @@ class EvalSummary:
 # --------------------------------------------------------------------------- evaluation
 
 
+#: Tokens per generation round of the transformers engine (see HFEngine.round_tokens).
+ROUND_TOKENS = 512
+
+
 def _as_engine(model_or_engine: Any, tokenizer: Any, batch_size: int) -> Any:
     try:
         import torch
@@ -560,7 +564,10 @@ def _as_engine(model_or_engine: Any, tokenizer: Any, batch_size: int) -> Any:
     if torch is not None and isinstance(model_or_engine, torch.nn.Module):
         from vdlib.generation import HFEngine
 
-        return HFEngine(model_or_engine, tokenizer, batch_size=batch_size, show_progress=False)
+        # rounds of 512 tokens: rows that ended stop decoding instead of riding along until the
+        # slowest row of the batch reaches the 4096-token context (same sampling distribution)
+        return HFEngine(model_or_engine, tokenizer, batch_size=batch_size, show_progress=False,
+                        round_tokens=ROUND_TOKENS)
     if not callable(getattr(model_or_engine, "generate", None)):
         raise TypeError("evaluate() needs a transformers model or an engine with .generate()")
     return model_or_engine

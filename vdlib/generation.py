@@ -14,6 +14,7 @@ a fixed seed (and batch size) gives identical samples on CPU, whatever ran befor
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -113,13 +114,16 @@ class HFEngine:
     """Batched transformers ``generate`` with left padding (see the module docstring)."""
 
     def __init__(self, model: Any, tokenizer: Any, *, batch_size: int = 8,
-                 show_progress: bool = True) -> None:
+                 show_progress: bool = True, round_tokens: int | None = None) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size = {batch_size}; allowed: batch_size >= 1")
+        if round_tokens is not None and round_tokens < 1:
+            raise ValueError(f"round_tokens = {round_tokens}; allowed: None or >= 1")
         self.model = model
         self.tokenizer = tokenizer
         self.batch_size = batch_size
         self.show_progress = show_progress
+        self.round_tokens = round_tokens
         self.eos_ids = eos_token_ids(model, tokenizer)
         pad = tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else (self.eos_ids[0] if self.eos_ids else 0)
@@ -174,14 +178,61 @@ class HFEngine:
             enc = self.tokenizer([p for _, _, p in batch], return_tensors="pt", padding=True,
                                  padding_side="left", add_special_tokens=False).to(device)
             batch_seed = derive_seed(seed, "generate", b)
-            with torch.random.fork_rng(devices=fork_devices):
-                torch.manual_seed(batch_seed)
-                generated = self.model.generate(**enc, generation_config=gen_config,
-                                                logits_processor=processors)
-            new_tokens = generated[:, enc["input_ids"].shape[1]:].tolist()
+            if self.round_tokens is not None and max_new_tokens > self.round_tokens:
+                new_tokens = self._generate_in_rounds(enc, gen_config, processors, batch_seed,
+                                                      max_new_tokens, fork_devices)
+            else:
+                with torch.random.fork_rng(devices=fork_devices):
+                    torch.manual_seed(batch_seed)
+                    generated = self.model.generate(**enc, generation_config=gen_config,
+                                                    logits_processor=processors)
+                new_tokens = generated[:, enc["input_ids"].shape[1]:].tolist()
             for (pi, si, prompt), ids in zip(batch, new_tokens, strict=True):
                 ids, reason = self._split(ids, max_new_tokens)
                 text = self.tokenizer.decode(ids, skip_special_tokens=True)
                 out.append(Sample(prompt, pi, si, ids, text, reason, batch_seed, mask_seed))
         logger.debug("generated %d samples in %d batches", len(out), len(starts))
         return out
+
+    def _generate_in_rounds(self, enc: Any, gen_config: GenerationConfig,
+                            processors: LogitsProcessorList, batch_seed: int,
+                            max_new_tokens: int, fork_devices: list) -> list[list[int]]:
+        """New token ids of each row, sampled ``round_tokens`` at a time: after each round the
+        rows that emitted EOS are done and only the others continue, from their exact token
+        ids (prompt + everything sampled so far; the KV cache is rebuilt by one prefill), so a
+        batch no longer decodes at full width until its slowest row ends. Each round is a
+        ``generate`` call seeded from ``(batch_seed, round)``: the same sampling distribution
+        as one call, a different random stream."""
+        device = self.model.device
+        prompts = [row[mask.bool()].tolist() for row, mask in
+                   zip(enc["input_ids"], enc["attention_mask"], strict=True)]
+        done: list[list[int]] = [[] for _ in prompts]
+        active = list(range(len(prompts)))
+        r = 0
+        while active:
+            budget = min(self.round_tokens or max_new_tokens,
+                         max_new_tokens - len(done[active[0]]))
+            seqs = [prompts[i] + done[i] for i in active]
+            width = max(map(len, seqs))
+            ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
+            mask = torch.zeros((len(seqs), width), dtype=torch.long)
+            for j, seq in enumerate(seqs):
+                ids[j, width - len(seq):] = torch.tensor(seq, dtype=torch.long)
+                mask[j, width - len(seq):] = 1
+            config = copy.deepcopy(gen_config)
+            config.max_new_tokens = budget
+            with torch.random.fork_rng(devices=fork_devices):
+                torch.manual_seed(derive_seed(batch_seed, "round", r))
+                out = self.model.generate(input_ids=ids.to(device),
+                                          attention_mask=mask.to(device),
+                                          generation_config=config, logits_processor=processors)
+            still = []
+            for i, new in zip(active, out[:, width:].tolist(), strict=True):
+                kept, reason = self._split(new, budget)
+                done[i].extend(kept)
+                if reason == "length" and len(done[i]) < max_new_tokens:
+                    still.append(i)
+            logger.info("generation round %d: %d of %d rows still going (%d tokens each)",
+                        r, len(still), len(prompts), len(done[still[0]]) if still else 0)
+            active, r = still, r + 1
+        return done
