@@ -129,3 +129,107 @@ def test_resume_after_a_real_kill_equals_an_uninterrupted_run(tmp_path):
     assert resumed.returncode == 0, out
     assert "iteration 1 proposer: done earlier, skipped" in out
     assert _artifacts(run_dir) == _artifacts(tmp_path / "ref" / "t" / "seed0")
+
+
+# ----------------------------------------------------------------------------- processes
+
+
+def test_merge_rank_records_orders_by_call_rank_index():
+    from vdlib.coevolution import merge_rank_records
+
+    r0 = [{"call": c, "index": i} for c in range(2) for i in range(2)]
+    r1 = [{"call": c, "index": i} for c in range(2) for i in range(2)]
+    merged = merge_rank_records([r0, r1])
+    assert [(r["call"], r["rank"], r["index"]) for r in merged] == [
+        (c, k, i) for c in range(2) for k in range(2) for i in range(2)]
+    assert merge_rank_records([r0]) == r0 and "rank" not in merge_rank_records([r0])[0]
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_rank_gating(tmp_path, monkeypatch, rank):
+    """Two processes (faked): every rank trains, only the main one runs the other stages and
+    writes timing / manifest; the barrier closes every stage."""
+    import vdlib.coevolution as co
+    from vdlib.coevolution import Loop
+
+    monkeypatch.setattr(co, "world_size", lambda: 2)
+    monkeypatch.setattr(co, "rank", lambda: rank)
+    monkeypatch.setattr(co, "is_main_process", lambda: rank == 0)
+    barriers = []
+    monkeypatch.setattr(co, "barrier", lambda: barriers.append(1))
+    monkeypatch.setattr(co, "broadcast_from_main", lambda value: False)  # main: not done yet
+    monkeypatch.setattr(Loop, "_build_base", lambda self, name, role: f"/base/{role}")
+    ran = []
+    for stage in STAGES:
+        def fake(self, t, out, stage=stage):
+            ran.append(stage)
+            if stage == "metrics":
+                (out / "metrics.json").write_text(json.dumps({"iteration": t}))
+        monkeypatch.setattr(Loop, f"stage_{stage}", fake)
+    cfg = load_params(tiny_params(tmp_path))
+    loop = Loop(cfg)
+    if rank == 1:  # what the main process wrote while this rank waited
+        (loop.run_dir / "iter_1").mkdir(parents=True)
+        (loop.run_dir / "iter_1" / "metrics.json").write_text(json.dumps({"iteration": 1}))
+    result = loop.run()
+    assert result.iterations == [{"iteration": 1}]
+    assert ran == (list(STAGES) if rank == 0 else ["proposer", "solver"])
+    assert (loop.run_dir / "manifest.json").exists() == (rank == 0)
+    assert (loop.run_dir / "iter_1" / "timing.json").exists() == (rank == 0)
+    # init + prepare_bases + one per stage + the end of the run
+    assert len(barriers) == 2 + len(STAGES) + 1
+    assert loop.base(cfg.model.proposer, "proposer") == "/base/proposer"
+
+
+def test_generation_stages_keep_model_dtype_training_loads_fp32(tmp_path, monkeypatch):
+    import vdlib.coevolution as co
+    from vdlib.coevolution import Loop
+
+    calls = []
+    monkeypatch.setattr(co, "load_model", lambda path, dtype, device, cache_dir: calls.append(
+        (dtype, device)))
+    cfg = load_params(tiny_params(tmp_path, model={"proposer": "tiny-random", "device": "cuda",
+                                                   "dtype": "bfloat16"}))
+    loop = Loop(cfg, start=False)
+    loop.load("x")
+    loop.load_policy("x", cfg.proposer.__class__(precision="bfloat16"))
+    assert calls == [("bfloat16", "cuda"), ("float32", "cuda")]
+
+
+def test_process_helpers_under_two_real_processes(tmp_path):
+    """gloo, 2 CPU processes (torchrun): rank, barrier, broadcast, gather."""
+    script = tmp_path / "dist_check.py"
+    script.write_text(
+        "import json, sys\n"
+        "from vdlib.coevolution import (init_distributed, rank, world_size, barrier,\n"
+        "    broadcast_from_main, gather_to_main, merge_rank_records, shutdown_distributed)\n"
+        "init_distributed()\n"
+        "barrier()\n"
+        "seen = broadcast_from_main(f'from {rank()}')\n"
+        "got = gather_to_main([{'call': 0, 'index': 0, 'who': rank()}])\n"
+        "if rank() == 0:\n"
+        "    json.dump({'world': world_size(), 'seen': seen,\n"
+        "               'merged': merge_rank_records(got)}, open(sys.argv[1], 'w'))\n"
+        "else:\n"
+        "    assert got is None and seen == 'from 0'\n"
+        "shutdown_distributed()\n")
+    import socket
+
+    with socket.socket() as sock:  # a free port for the rendezvous
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    out = tmp_path / "out.json"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node",
+                             "2", "--master_addr", "127.0.0.1", "--master_port", str(port),
+                             str(script), str(out)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _, stderr = proc.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the launcher and both workers
+        raise
+    assert proc.returncode == 0, stderr[-3000:]
+    res = json.loads(out.read_text())
+    assert res["world"] == 2 and res["seen"] == "from 0"
+    assert [(r["rank"], r["who"]) for r in res["merged"]] == [(0, 0), (1, 1)]

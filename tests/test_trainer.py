@@ -98,3 +98,27 @@ def test_trl_args_mapping(tmp_path):
     assert masked.vllm_importance_sampling_correction is False
     with pytest.raises(ValueError, match="multiple"):
         trl_args(GRPOConfig(rollout_batch_size=10), output_dir=str(tmp_path), seed=0)
+
+
+def test_training_dtypes_keep_fp32_masters_on_gpu():
+    from vdlib.trainer import training_dtypes
+
+    assert training_dtypes("bfloat16", use_cpu=False) == ("float32", "bfloat16")
+    assert training_dtypes("float16", use_cpu=False) == ("float32", "float16")
+    assert training_dtypes("float32", use_cpu=False) == ("float32", "float32")
+    assert training_dtypes("bfloat16", use_cpu=True) == ("float32", "float32")
+
+
+def test_trl_args_gpu_autocast_reference_model_and_processes(tmp_path, monkeypatch):
+    import trl
+
+    monkeypatch.setattr(trl, "GRPOConfig", lambda **kw: kw)  # no GPU here: inspect the kwargs
+    kw = trl_args(GRPOConfig(), output_dir=str(tmp_path), seed=0, use_cpu=False,
+                  num_processes=2)
+    assert kw["bf16"] is True and kw["fp16"] is False
+    # reference model: bf16, never spread over the GPUs with device_map="auto"
+    assert kw["model_init_kwargs"] == {"dtype": "bfloat16", "device_map": None}
+    # the paper's 16 x 4 = 64 completions per step stay global over 2 processes
+    assert kw["per_device_train_batch_size"] * kw["gradient_accumulation_steps"] * 2 == 64
+    cpu = trl_args(GRPOConfig(), output_dir=str(tmp_path), seed=0, use_cpu=True)
+    assert cpu["bf16"] is False and cpu["model_init_kwargs"]["dtype"] == "float32"

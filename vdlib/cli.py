@@ -40,9 +40,10 @@ def _cmd_notebooks(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from vdlib.coevolution import run_arms
+    from vdlib.coevolution import init_distributed, is_main_process, run_arms, shutdown_distributed
     from vdlib.config import ConfigError, load_params
 
+    init_distributed()  # under `accelerate launch`: join the process group first
     try:
         cfg = load_params(args.params)
         if args.iterations:
@@ -55,6 +56,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"{args.params}: {e}\n")
         return 2
     results = run_arms(cfg, on_stage=lambda t, s: logger.info("iteration %d: %s ...", t, s))
+    main = is_main_process()
+    shutdown_distributed()
+    if not main:
+        return 0
     for arm, result in results.items():
         for m in result.iterations:
             sys.stdout.write(

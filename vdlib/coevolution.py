@@ -20,6 +20,13 @@ stage in progress and re-running the same command continues after the last finis
 Wall-clock seconds per stage go to ``iter_<t>/timing.json`` (the one file that differs between
 two runs of the same config, with ``manifest.json``).
 
+Multi-process (``accelerate launch``, N processes, one GPU each): the training stages
+(``proposer``, ``solver``) run on every rank through TRL, with the paper's global batch sizes
+split over the ranks; the other stages and every artifact or manifest write run on the main
+process while the other ranks wait at a barrier and then read the results from disk. Each rank
+scores its own proposer rollouts with its own frozen solver copy; the records are gathered into
+one ``proposer_rollouts.jsonl`` (each with its ``rank``). See :func:`init_distributed`.
+
 Iteration 1 starts both roles from the base checkpoint (the proposer from its format
 warm-start in the tiny profile). Every stage seeds itself from ``(seed, stage, t)`` and reads its
 inputs from disk, so an interrupted-and-resumed run produces the same artifacts as an
@@ -31,6 +38,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
 import shutil
 import time
@@ -46,6 +54,19 @@ from vdlib.artifacts import atomic_write_json, read_jsonl, start_run, write_json
 from vdlib.artifacts import run_dir as run_folder
 from vdlib.config import ConfigError, ExperimentConfig, load_params
 from vdlib.curriculum import generate_proposals, proposal_records
+from vdlib.distributed import (
+    _deepspeed_fp32_state_dict,
+    barrier,
+    broadcast_from_main,
+    gather_to_main,
+    init_distributed,
+    is_main_process,
+    local_rank,
+    merge_rank_records,
+    rank,
+    shutdown_distributed,
+    world_size,
+)
 from vdlib.generation import HFEngine
 from vdlib.models import MODELS, atomic_build_dir, load_model, resolve_device
 from vdlib.prompts import proposer_prompt
@@ -53,12 +74,16 @@ from vdlib.scoring import score_questions
 from vdlib.seeding import derive_seed
 from vdlib.vocab_dropout import VocabDropout, alpha_at, mask_active, mask_seed
 
-__all__ = ["STAGES", "Loop", "RunResult", "run", "run_arms", "iteration_dir", "filter_curriculum",
-           "split_timing"]
+__all__ = ["STAGES", "TRAINING_STAGES", "Loop", "RunResult", "run", "run_arms", "iteration_dir",
+           "filter_curriculum", "split_timing", "init_distributed", "shutdown_distributed",
+           "world_size", "rank",
+           "local_rank", "is_main_process", "barrier", "broadcast_from_main", "gather_to_main",
+           "merge_rank_records"]
 
 logger = logging.getLogger(__name__)
 
 STAGES = ("proposer", "generate", "score", "curriculum", "solver", "metrics")
+TRAINING_STAGES = ("proposer", "solver")  # run on every rank; the others on the main one
 _DONE = {"proposer": "proposer_model", "generate": "generated.jsonl", "score": "questions.jsonl",
          "curriculum": "curriculum.jsonl", "solver": "solver_model", "metrics": "metrics.json"}
 
@@ -111,9 +136,20 @@ class Loop:
     def __init__(self, cfg: ExperimentConfig, start: bool = True) -> None:
         self.cfg = cfg
         self.device = str(resolve_device(cfg.model.device))
+        if world_size() > 1 and self.device.startswith("cuda"):
+            self.device = f"cuda:{local_rank()}"  # one GPU per rank
         self.use_cpu = self.device == "cpu"
-        self.run_dir = start_run(cfg) if start else run_folder(
-            cfg.output_dir, cfg.experiment, cfg.run_id or f"seed{cfg.seed}")
+        if world_size() > 1:
+            logger.info("process %d of %d on %s", rank(), world_size(), self.device)
+        self._bases: dict[tuple[str, str], str] = {}
+        folder = (cfg.output_dir, cfg.experiment, cfg.run_id or f"seed{cfg.seed}")
+        if start and world_size() > 1:
+            if is_main_process():
+                start_run(cfg)
+            barrier()
+            self.run_dir = run_folder(*folder)
+        else:
+            self.run_dir = start_run(cfg) if start else run_folder(*folder)
 
     # ---------------------------------------------------------------- models
 
@@ -137,6 +173,12 @@ class Loop:
 
     def base(self, name: str, role: str) -> str:
         """Iteration-0 checkpoint of a role: the base model, format-warm-started if asked."""
+        key = (name, role)
+        if key not in self._bases:
+            self._bases[key] = self._build_base(name, role)
+        return self._bases[key]
+
+    def _build_base(self, name: str, role: str) -> str:
         cfg = self.cfg
         if cfg.warm_start.mode == "sft":
             from vdlib.warm_start import warm_start_dir
@@ -144,6 +186,20 @@ class Loop:
             return str(warm_start_dir(name, cfg.warm_start, seed=cfg.seed,
                                       cache_dir=cfg.model.cache_dir, device=self.device))
         return self._materialise(name, role)
+
+    def prepare_bases(self) -> None:
+        """Build both roles' iteration-0 checkpoints on the main process first (they are written
+        into the run or the cache), then resolve them on the other ranks."""
+        if world_size() == 1:
+            return
+        pairs = ((self.cfg.model.proposer, "proposer"), (self.cfg.solver_model, "solver"))
+        if is_main_process():
+            for name, role in pairs:
+                self.base(name, role)
+        barrier()
+        if not is_main_process():
+            for name, role in pairs:
+                self.base(name, role)
 
     def proposer_path(self, t: int) -> str:
         return str(iteration_dir(self.run_dir, t) / "proposer_model") if t else \
@@ -154,8 +210,19 @@ class Loop:
             self.base(self.cfg.solver_model, "solver")
 
     def load(self, path: str) -> tuple[Any, Any]:
+        """A model for generation only (frozen solver, curriculum generation, scoring):
+        ``model.dtype`` on GPU, float32 on CPU."""
         return load_model(path, dtype=self.cfg.model.dtype if not self.use_cpu else "float32",
                           device=self.device, cache_dir=self.cfg.model.cache_dir)
+
+    def load_policy(self, path: str, g: Any) -> tuple[Any, Any]:
+        """The policy a GRPO stage trains (role settings ``g``): float32 master weights, with
+        TRL's bf16/fp16 autocast when ``g.precision`` asks for it (:func:`training_dtypes`)."""
+        from vdlib.trainer import training_dtypes
+
+        policy_dtype, _ = training_dtypes(g.precision, self.use_cpu)
+        return load_model(path, dtype=policy_dtype, device=self.device,
+                          cache_dir=self.cfg.model.cache_dir)
 
     def alpha(self, t: int) -> float:
         vd = self.cfg.vocab_dropout
@@ -176,6 +243,28 @@ class Loop:
         return HFEngine(model, tok, batch_size=batch_size)
 
     def save_model(self, trainer: Any, tok: Any, target: Path) -> None:
+        """Save a trained policy once. Several processes: every rank calls TRL's ``save_model``
+        (ZeRO-3 / FSDP gather the weights there), only the main one writes, into one shared
+        temporary folder that it then renames."""
+        if world_size() > 1:
+            tmp = target.parent / f".{target.name}.tmp-dist"
+            if is_main_process():
+                shutil.rmtree(tmp, ignore_errors=True)
+            barrier()
+            fp32 = _deepspeed_fp32_state_dict(trainer)  # collective: every rank
+            if fp32 is None:
+                trainer.save_model(str(tmp))
+            elif is_main_process():
+                trainer.accelerator.unwrap_model(trainer.model_wrapped).save_pretrained(
+                    tmp, state_dict=fp32)
+            barrier()
+            if is_main_process():
+                tok.save_pretrained(tmp)
+                (tmp / "training_args.bin").unlink(missing_ok=True)
+                os.rename(tmp, target)
+            barrier()
+            return
+
         def build(tmp: Path) -> None:
             trainer.save_model(str(tmp))
             tok.save_pretrained(tmp)
@@ -200,17 +289,19 @@ class Loop:
         from vdlib.trainer import MaskedGRPOTrainer, ProposerReward, trl_args
 
         cfg, g = self.cfg, self.cfg.proposer
-        model, tok = self.load(self.proposer_path(t - 1))
-        solver, solver_tok = self.load(self.solver_path(t - 1))
+        model, tok = self.load_policy(self.proposer_path(t - 1), g)
+        solver, solver_tok = self.load(self.solver_path(t - 1))  # frozen: one copy per rank
         vd = self.mask_for(model, tok, t, "train")
         prompts = [proposer_prompt(tok)] * (g.max_steps * g.rollout_batch_size)
         trainer_box: list[Any] = []
+        # each rank scores its own rollouts; rank 0 keeps the single-process seed
         reward = ProposerReward(self._engine(solver, solver_tok, 64), solver_tok, cfg.scoring,
-                                seed=derive_seed(cfg.seed, "proposer-score", t),
+                                seed=derive_seed(cfg.seed, "proposer-score", t)
+                                + 1_000_003 * rank(),
                                 trainer_ref=lambda: trainer_box[0] if trainer_box else None)
         args = trl_args(g, output_dir=str(out / ".trl_proposer"), use_cpu=self.use_cpu,
                         seed=derive_seed(cfg.seed, "proposer", t) % 2**31,
-                        masked=vd is not None)
+                        masked=vd is not None, num_processes=world_size())
         trainer = MaskedGRPOTrainer(
             model=model, reward_funcs=[reward], args=args,
             train_dataset=Dataset.from_dict({"prompt": prompts}), processing_class=tok,
@@ -221,12 +312,15 @@ class Loop:
                  "lb": g.clip_cov_lb, "ub": g.clip_cov_ub})
         trainer_box.append(trainer)
         trainer.train()
-        write_jsonl(out / "proposer_rollouts.jsonl", reward.records)
-        atomic_write_json(out / "proposer_train.json", {
-            "alpha": self.alpha(t) if vd else 1.0, "masked": vd is not None,
-            "mask_log": trainer.mask_log, **split_timing(trainer.state.log_history)})
+        per_rank = gather_to_main(reward.records)
+        if is_main_process():
+            write_jsonl(out / "proposer_rollouts.jsonl", merge_rank_records(per_rank))
+            atomic_write_json(out / "proposer_train.json", {
+                "alpha": self.alpha(t) if vd else 1.0, "masked": vd is not None,
+                "mask_log": trainer.mask_log, **split_timing(trainer.state.log_history)})
         self.save_model(trainer, tok, out / "proposer_model")
-        shutil.rmtree(out / ".trl_proposer", ignore_errors=True)
+        if is_main_process():
+            shutil.rmtree(out / ".trl_proposer", ignore_errors=True)
 
     def stage_generate(self, t: int, out: Path) -> None:
         cfg = self.cfg
@@ -267,16 +361,19 @@ class Loop:
         previous = self.solver_path(t - 1)
         if not curriculum:
             logger.warning("iteration %d: empty curriculum; the solver is carried forward", t)
-            atomic_write_json(out / "solver_train.json", {"skipped": "empty curriculum"})
-            model, tok = load_model(previous, dtype="float32", device="cpu")
-            self.save_pretrained(model, tok, out / "solver_model")
+            if is_main_process():
+                atomic_write_json(out / "solver_train.json", {"skipped": "empty curriculum"})
+                model, tok = load_model(previous, dtype="float32", device="cpu")
+                self.save_pretrained(model, tok, out / "solver_model")
             return
-        model, tok = self.load(previous)
+        model, tok = self.load_policy(previous, g)
         trainer, reward = grpo_on_problems(model, tok, curriculum, g, out / ".trl_solver",
                                            seed=derive_seed(cfg.seed, "solver", t),
                                            use_cpu=self.use_cpu)
-        atomic_write_json(out / "solver_train.json", {"curriculum_size": len(curriculum),
-                                                      **train_log(trainer, reward)})
+        log = train_log(trainer, reward)  # every rank: the mean reward is gathered
+        if is_main_process():
+            atomic_write_json(out / "solver_train.json", {"curriculum_size": len(curriculum),
+                                                          **log})
         self.save_model(trainer, tok, out / "solver_model")
 
     def stage_metrics(self, t: int, out: Path) -> dict[str, Any]:
@@ -292,28 +389,38 @@ class Loop:
     # ---------------------------------------------------------------- driver
 
     def run(self, on_stage: Callable[[int, str], None] | None = None) -> RunResult:
+        """All iterations. With several processes, the training stages run on every rank and
+        the others on the main one (the rest wait at a barrier, then read from disk)."""
         result = RunResult(self.run_dir)
+        self.prepare_bases()
+        main = is_main_process()
         for t in range(1, self.cfg.iterations + 1):
             out = iteration_dir(self.run_dir, t)
             out.mkdir(parents=True, exist_ok=True)
             for stage in STAGES:
-                if _done(self.run_dir, t, stage):
+                if broadcast_from_main(_done(self.run_dir, t, stage)):
                     logger.info("iteration %d %s: done earlier, skipped", t, stage)
                     continue
-                if on_stage is not None:
+                here = main or stage in TRAINING_STAGES
+                if on_stage is not None and here:
                     on_stage(t, stage)
                 start = time.perf_counter()
                 _seed_everything(derive_seed(self.cfg.seed, stage, t) % 2**63)
-                getattr(self, f"stage_{stage}")(t, out)
+                if here:
+                    getattr(self, f"stage_{stage}")(t, out)
                 seconds = time.perf_counter() - start
-                timing_path = out / "timing.json"
-                timing = json.loads(timing_path.read_text()) if timing_path.exists() else {}
-                atomic_write_json(timing_path, {**timing, stage: round(seconds, 2)})
-                logger.info("iteration %d %s: %.1f s", t, stage, seconds)
+                if main:
+                    timing_path = out / "timing.json"
+                    timing = json.loads(timing_path.read_text()) if timing_path.exists() else {}
+                    atomic_write_json(timing_path, {**timing, stage: round(seconds, 2)})
+                    logger.info("iteration %d %s: %.1f s", t, stage, seconds)
+                barrier()
             metrics = json.loads((out / "metrics.json").read_text())
             result.iterations.append(metrics)
             logger.info("iteration %d: %s", t, _summary(metrics))
-        start_run(self.cfg)  # refresh the manifest's "updated" time
+        if main:
+            start_run(self.cfg)  # refresh the manifest's "updated" time
+        barrier()
         return result
 
 
@@ -347,6 +454,7 @@ def run(config: ExperimentConfig | str | dict, on_stage: Callable[[int, str], No
     here: see :func:`run_arms`."""
     cfg = config if isinstance(config, ExperimentConfig) else load_params(config)
     _check_supported(cfg)
+    init_distributed()
     return Loop(cfg).run(on_stage)
 
 

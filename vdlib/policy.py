@@ -49,6 +49,7 @@ def grpo_on_problems(model: Any, tok: Any, problems: Sequence[dict[str, Any]], g
     scratch folder ``work_dir`` is removed."""
     from datasets import Dataset
 
+    from vdlib.coevolution import is_main_process, world_size
     from vdlib.trainer import MaskedGRPOTrainer, SolverReward, trl_args
 
     if not problems:
@@ -60,22 +61,28 @@ def grpo_on_problems(model: Any, tok: Any, problems: Sequence[dict[str, Any]], g
     reward = SolverReward()
     overrides = {"max_steps": max_steps} if max_steps is not None else {}
     args = trl_args(g, output_dir=str(work_dir), use_cpu=use_cpu, seed=seed % 2**31,
-                    masked=vocab_dropout is not None, **overrides)
+                    masked=vocab_dropout is not None, num_processes=world_size(), **overrides)
     trainer = MaskedGRPOTrainer(model=model, reward_funcs=[reward], args=args,
                                 train_dataset=data, processing_class=tok,
                                 vocab_dropout=vocab_dropout, mask_seed_fn=mask_seed_fn,
                                 loss_variant=g.loss_variant)
     trainer.train()
-    shutil.rmtree(work_dir, ignore_errors=True)
+    if is_main_process():
+        shutil.rmtree(work_dir, ignore_errors=True)
     return trainer, reward
 
 
 def train_log(trainer: Any, reward: Any) -> dict[str, Any]:
-    """Mean reward and TRL's log history without wall-clock fields (deterministic)."""
-    from vdlib.coevolution import split_timing
+    """Mean reward (over every rank's rollouts: call it on every rank) and TRL's log history
+    without wall-clock fields (deterministic)."""
+    from vdlib.coevolution import gather_to_main, split_timing
 
-    return {"mean_reward": float(np.mean([r["reward"] for r in reward.records]))
-            if reward.records else None, **split_timing(trainer.state.log_history)}
+    rewards = [r["reward"] for r in reward.records]
+    per_rank = gather_to_main(rewards)
+    if per_rank is not None:
+        rewards = [x for rs in per_rank for x in rs]
+    return {"mean_reward": float(np.mean(rewards)) if rewards else None,
+            **split_timing(trainer.state.log_history)}
 
 
 # ----------------------------------------------------------------------------- transfer
@@ -97,7 +104,7 @@ def train_transfer(cfg: ExperimentConfig, curriculum: str | Path, out_dir: str |
     problems = read_jsonl(curriculum)
     loop = Loop(cfg, start=False)
     base = loop.base(cfg.model.transfer, "transfer")
-    model, tok = loop.load(base)
+    model, tok = loop.load_policy(base, cfg.transfer)
     g = cfg.transfer
     if not problems:
         logger.warning("%s is empty: the transfer model stays untrained", curriculum)
@@ -156,7 +163,7 @@ def run_single_policy(config: ExperimentConfig | dict | str) -> Path:
         return loop.run_dir
     sp = cfg.single_policy
     problems = training_problems(sp.dataset, sp.train_examples, cfg.seed)
-    model, tok = loop.load(loop.base(cfg.model.proposer, "policy"))
+    model, tok = loop.load_policy(loop.base(cfg.model.proposer, "policy"), cfg.solver)
     vd = loop.mask_for(model, tok, 1, "train")
     trainer, reward = grpo_on_problems(
         model, tok, problems, cfg.solver, loop.run_dir / ".trl_policy",

@@ -45,8 +45,8 @@ from vdlib.rewards import solver_reward, total_proposer_reward
 from vdlib.scoring import score_questions
 from vdlib.vocab_dropout import VocabDropout
 
-__all__ = ["MaskedGRPOTrainer", "trl_args", "lm_head_mask", "ProposerReward", "SolverReward",
-           "completion_text"]
+__all__ = ["MaskedGRPOTrainer", "trl_args", "training_dtypes", "lm_head_mask", "ProposerReward",
+           "SolverReward", "completion_text"]
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +68,17 @@ def lm_head_mask(model: Any, allowed: torch.Tensor) -> Iterator[None]:
         handle.remove()
 
 
+def training_dtypes(precision: str, use_cpu: bool) -> tuple[str, str]:
+    """``(policy, reference)`` dtypes of a GRPO run at ``precision``. The trained policy is
+    always held in float32 (master weights; TRL's ``bf16``/``fp16`` autocast computes in the low
+    precision): AdamW updates of ~lr = 1e-6 are far below half a bf16 ulp of typical weights and
+    would round away in bf16 weights. The frozen reference model needs no master copy and is
+    loaded in ``precision`` on GPU. CPU: float32 for both."""
+    if use_cpu:
+        return "float32", "float32"
+    return "float32", precision if precision in ("bfloat16", "float16") else "float32"
+
+
 def trl_args(g: GRPOConfig, *, output_dir: str, seed: int, num_processes: int = 1,
              use_cpu: bool = False, masked: bool = False, **overrides: Any) -> Any:
     """TRL ``GRPOConfig`` for one role (see the module docstring for the batch-size mapping)."""
@@ -83,6 +94,7 @@ def trl_args(g: GRPOConfig, *, output_dir: str, seed: int, num_processes: int = 
         raise ValueError(f"rollout_batch_size = {g.rollout_batch_size} is not a multiple of "
                          f"global_batch_size = {g.global_batch_size}")
     bf16 = g.precision == "bfloat16" and not use_cpu
+    _, ref_dtype = training_dtypes(g.precision, use_cpu)
     kwargs = dict(
         output_dir=output_dir, seed=seed, use_cpu=use_cpu,
         learning_rate=g.learning_rate, weight_decay=g.weight_decay, warmup_steps=g.warmup_steps,
@@ -100,6 +112,10 @@ def trl_args(g: GRPOConfig, *, output_dir: str, seed: int, num_processes: int = 
         bf16=bf16, fp16=g.precision == "float16" and not use_cpu,
         report_to="none", logging_steps=1, save_strategy="no", disable_dropout=True,
         vllm_importance_sampling_correction=not masked,
+        # the reference model (beta > 0) is rebuilt by TRL from the policy's path with these:
+        # in the low precision, and on this rank's device, never spread with device_map="auto"
+        # (TRL forces None only under DDP/DeepSpeed; FSDP and one process would spread it)
+        model_init_kwargs={"dtype": ref_dtype, "device_map": None},
     )
     kwargs.update(overrides)
     return TRLConfig(**kwargs)
@@ -136,6 +152,11 @@ class MaskedGRPOTrainer(GRPOTrainer):
         self.current_mask_seed: int | None = None
         self.mask_log: list[dict[str, Any]] = []  # (step, seed, kept fraction) per generation
         self._cov_generator = torch.Generator().manual_seed(int(self.args.seed))
+        ref = getattr(self, "ref_model", None)
+        logger.info("GRPO on %s: policy weights %s, reference %s, autocast %s",
+                    self.accelerator.device, next(self.model.parameters()).dtype,
+                    next(ref.parameters()).dtype if ref is not None else None,
+                    "bf16" if self.args.bf16 else "fp16" if self.args.fp16 else "off")
 
     def _generate_single_turn(self, prompt_ids: Any, *args: Any, **kwargs: Any) -> Any:
         if self.vocab_dropout is None:
