@@ -153,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--top-p", type=float, default=1.0)
     ev.add_argument("--max-context", type=int, default=4096, help="prompt + answer tokens")
     ev.add_argument("--max-new-tokens", type=int, help="cap on answer tokens (default: none)")
-    ev.add_argument("--batch-size", type=int, default=32, help="prompts per generate call")
+    ev.add_argument("--batch-size", type=int, default=64, help="prompts per generate call")
     ev.add_argument("--device", default="auto")
     ev.add_argument("--format", choices=["markdown", "latex"], default="markdown")
     ev.set_defaults(func=_cmd_eval)
