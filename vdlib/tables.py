@@ -386,6 +386,10 @@ def vocab_util_table(metrics: pd.DataFrame, fmt: str | None = None, *,
     last) and the % change of unique tokens from the baseline; then the paper's rows."""
     agg = _metric_agg(metrics, ["unique_tokens", "valid_questions"])
     arms = _select_arms(agg["arm"], arms, "vocab_util_table")
+    # one iteration for every arm (default: the last any arm reached); an arm with no valid
+    # question there has no unique-token count (NaN), not one from an earlier iteration
+    if iteration is None and not agg.empty:
+        iteration = int(agg["iteration"].max())
     base = _at_last(agg, "baseline", "unique_tokens", iteration)[0]
     recs = []
     for arm in arms:
