@@ -127,7 +127,7 @@ EXPECTED = {  # notebook -> (experiment folder of the tiny params, files its rep
                                           "question_diversity.md", "phase_table.md",
                                           "correctness.md"]),
     "03_curriculum_transfer": ("transfer", ["transfer.md", "wellposed.md"]),
-    "04_single_policy": ("single_policy", ["entropy.png", "vanilla_grpo.md"]),
+    "04_single_policy": ("single_policy", ["entropy_trajectory.png", "vanilla_grpo.md"]),
     "05_annealing": ("coevolution", ["annealing.png", "annealing.pdf"]),
     "06_cross_scale": ("cross_scale", ["cross_scale.md", "instruct.md"]),
 }
