@@ -22,6 +22,7 @@ from pathlib import Path
 
 import yaml
 
+from vdlib.config import ENGINE_BACKENDS
 from vdlib.notebooks import notebook_params_file  # noqa: F401 - public re-export
 
 logger = logging.getLogger("vdlib")
@@ -91,18 +92,34 @@ def _cmd_params(args: argparse.Namespace) -> int:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from vdlib.evaluation import BenchmarkUnavailableError, evaluate, format_table
-    from vdlib.models import load_model
+    from vdlib.config import EngineConfig
+    from vdlib.engines import open_engine
+    from vdlib.evaluation import ROUND_TOKENS, BenchmarkUnavailableError, evaluate, format_table
+    from vdlib.models import checkpoint_path, load_tokenizer, resolve_device
     from vdlib.registry import UnknownNameError
 
     out = args.out or str(Path("outputs") / "eval" / args.model.strip("/").replace("/", "__"))
     try:
-        model, tokenizer = load_model(args.model, device=args.device)
-        summary = evaluate(model, tokenizer, args.benchmarks, runs=args.runs, seed=args.seed,
-                           temperature=args.temperature, top_p=args.top_p,
-                           max_context=args.max_context, max_new_tokens=args.max_new_tokens,
-                           data_dir=args.data_dir, limit=args.limit, out_dir=out,
-                           batch_size=args.batch_size)
+        device = str(resolve_device(args.device))
+        backend = args.engine
+        if backend == "auto":
+            import importlib.util
+
+            backend = "vllm" if device.startswith("cuda") and importlib.util.find_spec("vllm") \
+                else "hf"
+        ecfg = EngineConfig(backend=backend, server_url=args.server_url)
+        with open_engine(ecfg, args.model, device=device,
+                         dtype="bfloat16" if device != "cpu" else "float32",
+                         max_new_tokens=args.max_context, max_prompt_tokens=0,
+                         batch_size=args.batch_size, round_tokens=ROUND_TOKENS,
+                         show_progress=False, seed=args.seed) as engine:
+            tokenizer = load_tokenizer(checkpoint_path(args.model)) if backend != "hf" else \
+                engine.tokenizer
+            summary = evaluate(engine, tokenizer, args.benchmarks, runs=args.runs,
+                               seed=args.seed, temperature=args.temperature, top_p=args.top_p,
+                               max_context=args.max_context, max_new_tokens=args.max_new_tokens,
+                               data_dir=args.data_dir, limit=args.limit, out_dir=out,
+                               batch_size=args.batch_size)
     except (UnknownNameError, BenchmarkUnavailableError, ValueError) as e:
         sys.stderr.write(f"vdlib eval: {e}\n")
         return 2
@@ -155,6 +172,11 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--max-new-tokens", type=int, help="cap on answer tokens (default: none)")
     ev.add_argument("--batch-size", type=int, default=64, help="prompts per generate call")
     ev.add_argument("--device", default="auto")
+    ev.add_argument("--engine", default="auto", choices=["auto", *ENGINE_BACKENDS],
+                    help="generation engine (auto: vllm on a GPU where vLLM is installed, "
+                    "else hf)")
+    ev.add_argument("--server-url", help="--engine server: a running vLLM server's base URL "
+                    "(default: vdlib starts one)")
     ev.add_argument("--format", choices=["markdown", "latex"], default="markdown")
     ev.set_defaults(func=_cmd_eval)
     return p

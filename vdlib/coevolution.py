@@ -42,7 +42,8 @@ import os
 import random
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,7 +68,7 @@ from vdlib.distributed import (
     shutdown_distributed,
     world_size,
 )
-from vdlib.generation import HFEngine
+from vdlib.engines import open_engine, rollout_mode, trl_vllm_args
 from vdlib.models import MODELS, atomic_build_dir, load_model, resolve_device
 from vdlib.prompts import proposer_prompt
 from vdlib.scoring import score_questions
@@ -239,8 +240,29 @@ class Loop:
         return VocabDropout.for_model(model, tok, alpha, vd.format_strings,
                                       vd.extra_protected_ids)
 
-    def _engine(self, model: Any, tok: Any, batch_size: int) -> HFEngine:
-        return HFEngine(model, tok, batch_size=batch_size)
+    @contextmanager
+    def engine(self, path: str, max_new_tokens: int, *, seed: int = 0,
+               batch_size: int | None = None, training: bool = False) -> Iterator[Any]:
+        """The ``engine.backend`` engine over checkpoint ``path`` for one stage (vdlib.engines):
+        always started from the checkpoint on disk, so it samples from the weights the
+        previous stage saved, and released when the stage ends. ``training``: a trainer holds
+        this process's GPU meanwhile (the proposer phase's reward)."""
+        with open_engine(self.cfg.engine, path, device=self.device,
+                         dtype=self.cfg.model.dtype if not self.use_cpu else "float32",
+                         cache_dir=self.cfg.model.cache_dir, max_new_tokens=max_new_tokens,
+                         batch_size=batch_size, seed=seed,
+                         training_device=self.device if training else None) as eng:
+            yield eng
+
+    def gen_mask(self, path: str, tok: Any, t: int) -> VocabDropout | None:
+        """The generation-phase mask of iteration ``t`` for the checkpoint at ``path`` (its
+        logits width read from its config: no weights are loaded)."""
+        vd = self.cfg.vocab_dropout
+        alpha = self.alpha(t)
+        if not mask_active(vd.phases, "gen") or alpha >= 1.0:
+            return None
+        return VocabDropout.for_checkpoint(path, tok, alpha, vd.format_strings,
+                                           vd.extra_protected_ids)
 
     def save_model(self, trainer: Any, tok: Any, target: Path) -> None:
         """Save a trained policy once. Several processes: every rank calls TRL's ``save_model``
@@ -284,24 +306,36 @@ class Loop:
     # ---------------------------------------------------------------- stages
 
     def stage_proposer(self, t: int, out: Path) -> None:
+
+
+        cfg = self.cfg
+        # the frozen solver's engine first (one per rank), then the policy and TRL's rollouts
+        with self.engine(self.solver_path(t - 1), cfg.scoring.max_new_tokens,
+                         seed=derive_seed(cfg.seed, "proposer-score-engine", t),
+                         training=True) as solver_engine:
+            self._train_proposer(t, out, solver_engine)
+
+    def _train_proposer(self, t: int, out: Path, solver_engine: Any) -> None:
         from datasets import Dataset
 
         from vdlib.trainer import MaskedGRPOTrainer, ProposerReward, trl_args
 
         cfg, g = self.cfg, self.cfg.proposer
         model, tok = self.load_policy(self.proposer_path(t - 1), g)
-        solver, solver_tok = self.load(self.solver_path(t - 1))  # frozen: one copy per rank
         vd = self.mask_for(model, tok, t, "train")
-        prompts = [proposer_prompt(tok)] * (g.max_steps * g.rollout_batch_size)
+        prompt = proposer_prompt(tok)
+        prompts = [prompt] * (g.max_steps * g.rollout_batch_size)
         trainer_box: list[Any] = []
         # each rank scores its own rollouts; rank 0 keeps the single-process seed
-        reward = ProposerReward(self._engine(solver, solver_tok, 64), solver_tok, cfg.scoring,
+        reward = ProposerReward(solver_engine, tok, cfg.scoring,
                                 seed=derive_seed(cfg.seed, "proposer-score", t)
                                 + 1_000_003 * rank(),
                                 trainer_ref=lambda: trainer_box[0] if trainer_box else None)
+        prompt_tokens = len(tok(prompt, add_special_tokens=False)["input_ids"])
         args = trl_args(g, output_dir=str(out / ".trl_proposer"), use_cpu=self.use_cpu,
                         seed=derive_seed(cfg.seed, "proposer", t) % 2**31,
-                        masked=vd is not None, num_processes=world_size())
+                        masked=vd is not None, num_processes=world_size(),
+                        **trl_vllm_args(cfg.engine, prompt_tokens, g.max_response_length))
         trainer = MaskedGRPOTrainer(
             model=model, reward_funcs=[reward], args=args,
             train_dataset=Dataset.from_dict({"prompt": prompts}), processing_class=tok,
@@ -317,18 +351,24 @@ class Loop:
             write_jsonl(out / "proposer_rollouts.jsonl", merge_rank_records(per_rank))
             atomic_write_json(out / "proposer_train.json", {
                 "alpha": self.alpha(t) if vd else 1.0, "masked": vd is not None,
+                "rollout_engine": rollout_mode(cfg.engine),
                 "mask_log": trainer.mask_log, **split_timing(trainer.state.log_history)})
         self.save_model(trainer, tok, out / "proposer_model")
         if is_main_process():
             shutil.rmtree(out / ".trl_proposer", ignore_errors=True)
 
     def stage_generate(self, t: int, out: Path) -> None:
+        from vdlib.models import load_tokenizer
+
         cfg = self.cfg
-        model, tok = self.load(self.proposer_path(t))
-        vd = self.mask_for(model, tok, t, "gen")
-        engine = self._engine(model, tok, cfg.curriculum.batch_size)
-        samples = generate_proposals(engine, tok, cfg.curriculum, seed=cfg.seed, iteration=t,
-                                     vocab_dropout=vd)
+        path = self.proposer_path(t)
+        tok = load_tokenizer(path)
+        vd = self.gen_mask(path, tok, t)
+        with self.engine(path, cfg.curriculum.max_new_tokens,
+                         batch_size=cfg.curriculum.batch_size,
+                         seed=derive_seed(cfg.seed, "generate-engine", t)) as engine:
+            samples = generate_proposals(engine, tok, cfg.curriculum, seed=cfg.seed,
+                                         iteration=t, vocab_dropout=vd)
         records = proposal_records(samples)
         for r in records:
             r["alpha"] = vd.alpha if vd else 1.0
@@ -337,11 +377,16 @@ class Loop:
     def stage_score(self, t: int, out: Path) -> None:
         cfg, s = self.cfg, self.cfg.scoring
         records = read_jsonl(out / "generated.jsonl")
-        solver, tok = self.load(self.solver_path(t - 1))
-        scores = score_questions([r["question"] for r in records], self._engine(solver, tok, 64),
-                                 tok, s.num_solver_samples, seed=derive_seed(cfg.seed, "score", t),
-                                 temperature=s.temperature, top_p=s.top_p, top_k=s.top_k,
-                                 max_new_tokens=s.max_new_tokens)
+        from vdlib.models import load_tokenizer
+
+        path = self.solver_path(t - 1)
+        tok = load_tokenizer(path)
+        with self.engine(path, s.max_new_tokens,
+                         seed=derive_seed(cfg.seed, "score-engine", t)) as engine:
+            scores = score_questions([r["question"] for r in records], engine, tok,
+                                     s.num_solver_samples, seed=derive_seed(cfg.seed, "score", t),
+                                     temperature=s.temperature, top_p=s.top_p, top_k=s.top_k,
+                                     max_new_tokens=s.max_new_tokens)
         for r, sc in zip(records, scores, strict=True):
             r.update(solver_answers=sc.answers, majority=sc.majority, acc=sc.acc,
                      proposer_agrees=sc.agrees_with(r["answer"]) if sc.acc is not None else None)
@@ -369,7 +414,7 @@ class Loop:
         model, tok = self.load_policy(previous, g)
         trainer, reward = grpo_on_problems(model, tok, curriculum, g, out / ".trl_solver",
                                            seed=derive_seed(cfg.seed, "solver", t),
-                                           use_cpu=self.use_cpu)
+                                           use_cpu=self.use_cpu, engine=cfg.engine)
         log = train_log(trainer, reward)  # every rank: the mean reward is gathered
         if is_main_process():
             atomic_write_json(out / "solver_train.json", {"curriculum_size": len(curriculum),

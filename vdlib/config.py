@@ -47,6 +47,8 @@ __all__ = [
     "MetricsConfig",
     "VerificationConfig",
     "SinglePolicyConfig",
+    "EngineConfig",
+    "ENGINE_BACKENDS",
     "PROFILE_PRESETS",
     "load_params",
     "save_params",
@@ -247,6 +249,57 @@ class EvaluationConfig:
     batch_size: int = param(16, "Prompts per generate call (transformers engine).", gt=0)
 
 
+ENGINE_BACKENDS = ("hf", "vllm", "server")
+
+
+@dataclass
+class EngineConfig:
+    """Which engine samples: every stage that generates text (proposer GRPO rollouts, the K
+    questions, the M solver answers of scoring and of the proposer reward, evaluation, the local
+    verifier) goes through it (vdlib.engines; docs/vllm.md)."""
+
+    backend: str = param("vllm", "hf: transformers generate in this process; vllm: an "
+                         "in-process vLLM engine started from the stage's checkpoint and shut "
+                         "down after it (TRL's rollouts through TRL's colocated vLLM); server: "
+                         "a vLLM OpenAI server (vdlib.serving), started by vdlib on "
+                         "engine.server_gpus or reached at engine.server_url. Paper profile: "
+                         "vllm (the paper samples with vLLM).", choices=ENGINE_BACKENDS)
+    rollouts: str = param("auto", "Engine of the GRPO rollouts inside TRL: auto (hf backend: "
+                          "transformers; vllm and server: TRL's colocated vLLM), hf "
+                          "(transformers), colocate (TRL's vLLM in the training process), or "
+                          "server (a running `trl vllm-serve` at engine.rollout_server_url).",
+                          choices=("auto", "hf", "colocate", "server"))
+    route: str = param("processor", "How the mask reaches vLLM: processor (vdlib's seeded "
+                       "logits processor, the seed in extra_args) or allowed_token_ids (the "
+                       "allowed ids per request; vLLM's model runner V1 only).",
+                       choices=("processor", "allowed_token_ids"))
+    gpu_memory_utilization: float = param(0.4, "Share of the GPU's memory a vLLM engine that "
+                                          "vdlib starts may take (its weights and KV cache).",
+                                          gt=0, le=1)
+    rollout_gpu_memory_utilization: float = param(0.3, "Share of the GPU's memory TRL's "
+                                                  "colocated vLLM may take (beside the "
+                                                  "trainer and the frozen solver's engine).",
+                                                  gt=0, le=1)
+    max_model_len: int | None = param(None, "vLLM context length; null = the stage's need "
+                                      "(prompt + max new tokens), capped by the model.", gt=0)
+    enforce_eager: bool = param(False, "vLLM without CUDA graphs: faster start, slower "
+                                "decoding (small smoke runs).")
+    batch_size: int = param(64, "hf backend: prompts x samples per generate call (solver "
+                            "scoring, the proposer reward).", gt=0)
+    server_url: str | None = param(None, "server backend: base URL of a running vLLM server "
+                                   "(started with vdlib's logits processor); null = vdlib "
+                                   "starts one per stage.")
+    server_gpus: list[str] = param([], "server backend: GPUs (CUDA_VISIBLE_DEVICES values) "
+                                   "of the servers vdlib starts, one server each, requests "
+                                   "spread over them; a stage that trains (the proposer "
+                                   "phase's reward) uses only those other than the training "
+                                   "GPU. [] = the training device. The paper's 2-GPU "
+                                   "topology (configs/topology_2gpu.md): ['0', '1'] with "
+                                   "training on cuda:0.")
+    rollout_server_url: str | None = param(None, "rollouts = server: base URL of "
+                                           "`trl vllm-serve` (null = http://127.0.0.1:8000).")
+
+
 @dataclass
 class VerificationConfig:
     """External-LLM judging (vdlib.verification): correctness, well-posedness, transfer filter."""
@@ -366,6 +419,8 @@ class ExperimentConfig:
                                  metadata={"help": "Curriculum-transfer GRPO of a fresh model."})
     single_policy: SinglePolicyConfig = field(default_factory=SinglePolicyConfig,
                                               metadata={"help": "Single-policy GRPO (04)."})
+    engine: EngineConfig = field(default_factory=EngineConfig,
+                                 metadata={"help": "Generation engine of every sampling stage."})
     reference_experiments: list[str] = param([], "Experiment folders (under output_dir) whose "
                                              "runs a notebook shows beside its own, e.g. the "
                                              "symmetric runs of 01 in 06.")
@@ -392,6 +447,7 @@ PROFILE_PRESETS: dict[str, dict[str, Any]] = {
         "curriculum": {"num_questions": 256},
         "metrics": {"embedder": "minilm"},
         "evaluation": {"runs": 1, "limit": 100},
+        "engine": {"backend": "vllm"},
     },
     "tiny": {
         "model": {"proposer": "smollm2-135m", "dtype": "float32", "device": "cpu",
@@ -410,6 +466,7 @@ PROFILE_PRESETS: dict[str, dict[str, Any]] = {
                          "transfer_model": "smollm2-135m", "max_new_tokens": 256},
         "transfer": {**_TINY_GRPO, "num_generations": 4},
         "single_policy": {"dataset": "gsm_symbolic", "train_examples": 64},
+        "engine": {"backend": "hf"},
     },
 }
 

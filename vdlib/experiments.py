@@ -117,20 +117,25 @@ def evaluate_checkpoint(model_dir: str | Path, cfg: ExperimentConfig, out_dir: s
     """pass@1 of the model in ``model_dir`` under ``cfg.evaluation`` (records and
     ``summary.json`` in ``out_dir``; a complete folder is read back without loading the
     model)."""
-    from vdlib.evaluation import evaluate
-    from vdlib.models import load_model
+    from vdlib.engines import open_engine
+    from vdlib.evaluation import ROUND_TOKENS, evaluate
+    from vdlib.models import checkpoint_path, load_tokenizer, resolve_device
 
     out_dir = Path(out_dir)
     done = _complete(out_dir, cfg)
     if done is not None:
         logger.info("evaluation %s: complete, read back", out_dir)
         return done
-    dtype = cfg.model.dtype if cfg.model.device != "cpu" else "float32"
-    model, tok = load_model(str(model_dir), dtype=dtype, device=cfg.model.device,
-                            cache_dir=cfg.model.cache_dir)
-    summary = evaluate(model, tok, cfg.evaluation.benchmarks, seed=seed, out_dir=out_dir,
-                       **_protocol_kwargs(cfg))
-    del model
+    device = str(resolve_device(cfg.model.device))
+    dtype = cfg.model.dtype if device != "cpu" else "float32"
+    ev = cfg.evaluation
+    with open_engine(cfg.engine, str(model_dir), device=device, dtype=dtype,
+                     cache_dir=cfg.model.cache_dir, max_new_tokens=ev.max_context,
+                     max_prompt_tokens=0, batch_size=ev.batch_size, round_tokens=ROUND_TOKENS,
+                     show_progress=False, seed=seed) as engine:
+        tok = load_tokenizer(checkpoint_path(str(model_dir), cfg.model.cache_dir))
+        summary = evaluate(engine, tok, ev.benchmarks, seed=seed, out_dir=out_dir,
+                           **_protocol_kwargs(cfg))
     return summary
 
 
@@ -270,11 +275,13 @@ def correctness_frame(runs: Mapping[RunKey, Path], cfg: ExperimentConfig):
 
     from vdlib.verification import make_verifier, proposer_correctness
 
-    verifier = make_verifier(cfg.verification, "correctness", device=cfg.model.device)
+    verifier = make_verifier(cfg.verification, "correctness", device=cfg.model.device,
+                             engine=cfg.engine)
     rows = []
     for (arm, seed), run_dir in runs.items():
         for t, frac in proposer_correctness(run_dir, verifier).items():
             rows.append({"arm": arm, "seed": seed, "iteration": int(t), "correct": frac})
+    verifier.close()
     return pd.DataFrame(rows, columns=["arm", "seed", "iteration", "correct"])
 
 
@@ -291,7 +298,8 @@ def composition_frame(runs: Mapping[RunKey, Path], cfg: ExperimentConfig, iterat
     from vdlib.metrics.embeddings import embed
     from vdlib.verification import make_verifier
 
-    verifier = make_verifier(cfg.verification, "correctness", device=cfg.model.device)
+    verifier = make_verifier(cfg.verification, "correctness", device=cfg.model.device,
+                             engine=cfg.engine)
     s = cfg.scoring
 
     def vendi(texts: list[str]) -> float | None:
@@ -314,6 +322,7 @@ def composition_frame(runs: Mapping[RunKey, Path], cfg: ExperimentConfig, iterat
                      "pass_rate": len(band) / len(questions) if questions else None,
                      "well_posed": len(wp), "correct": len(ok_texts),
                      "vendi_wp": vendi(wp), "vendi_c": vendi(ok_texts)})
+    verifier.close()
     return pd.DataFrame(rows)
 
 
@@ -327,12 +336,14 @@ def transfer_grid(runs: Mapping[RunKey, Path], cfg: ExperimentConfig, iteration:
     from vdlib.policy import train_transfer
     from vdlib.verification import build_transfer_dataset, make_verifier
 
-    verifier = make_verifier(cfg.verification, "transfer", device=cfg.model.device)
+    verifier = make_verifier(cfg.verification, "transfer", device=cfg.model.device,
+                             engine=cfg.engine)
     out: dict[RunKey, dict[str, Any]] = {}
     for (arm, seed), run_dir in runs.items():
         target = experiment_dir(cfg) / f"{arm}-seed{seed}"
         data = build_transfer_dataset(run_dir, iteration, verifier,
                                       out_path=target / "verified" / "curriculum.jsonl")
+        verifier.close()  # a local engine frees the GPU before the transfer model trains
         summary = json.loads(data.with_name(data.stem + ".summary.json").read_text())
         c = dataclasses.replace(cfg, seed=seed, run_id=f"{arm}-seed{seed}")
         model = train_transfer(c, data, target / "transfer")

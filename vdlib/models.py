@@ -346,6 +346,30 @@ def load_model(
     return model, tokenizer
 
 
+def checkpoint_path(name_or_path: str | os.PathLike[str],
+                    cache_dir: str | os.PathLike[str] | None = None) -> str:
+    """A checkpoint that engines outside transformers (vLLM, a vLLM server) can load: an
+    existing directory or a Hub id as given; a registered name saved once under the cache
+    (``smollm2-135m``: the converted safetensors; other names: saved from :func:`load_model`
+    in float32 into ``<cache>/checkpoints/<name>``)."""
+    name = os.fspath(name_or_path)
+    cache = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+    if isinstance(name_or_path, os.PathLike) or name not in MODELS:
+        return _resolve_ref(name)
+    if name == "smollm2-135m":
+        return str(smollm2_model_dir(cache))
+    target = cache / "checkpoints" / name
+    if (target / "config.json").exists():
+        return str(target)
+
+    def build(tmp: Path) -> None:
+        model, tokenizer = load_model(name, dtype="float32", device="cpu", cache_dir=cache)
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+
+    return str(atomic_build_dir(target, build))
+
+
 def load_tokenizer(
     name_or_path: str | os.PathLike[str], cache_dir: str | os.PathLike[str] | None = None
 ) -> Any:

@@ -41,12 +41,14 @@ logger = logging.getLogger(__name__)
 def grpo_on_problems(model: Any, tok: Any, problems: Sequence[dict[str, Any]], g: GRPOConfig,
                      work_dir: Path, *, seed: int, use_cpu: bool, rows: int | None = None,
                      max_steps: int | None = None, vocab_dropout: Any = None,
-                     mask_seed_fn: Callable[[int], int] | None = None) -> tuple[Any, Any]:
+                     mask_seed_fn: Callable[[int], int] | None = None,
+                     engine: Any = None) -> tuple[Any, Any]:
     """Train ``model`` with GRPO on ``problems`` (``question``, ``answer``) in solver prompts,
     reward 1 when the last ``\\boxed{}`` is equivalent to ``answer``. The data are the problems
     cycled to ``rows`` rows (default: enough for ``g.max_steps`` rollout batches); the mask,
     when given, acts on rollouts only. Returns ``(trainer, reward)`` after training; TRL's
-    scratch folder ``work_dir`` is removed."""
+    scratch folder ``work_dir`` is removed. ``engine`` (an :class:`~vdlib.config.EngineConfig`)
+    routes TRL's rollouts through vLLM (vdlib.engines.trl_vllm_args); None = transformers."""
     from datasets import Dataset
 
     from vdlib.coevolution import is_main_process, world_size
@@ -59,7 +61,13 @@ def grpo_on_problems(model: Any, tok: Any, problems: Sequence[dict[str, Any]], g
     data = Dataset.from_dict({"prompt": [solver_prompt(tok, r["question"]) for r in data_rows],
                               "answer": [r["answer"] for r in data_rows]})
     reward = SolverReward()
-    overrides = {"max_steps": max_steps} if max_steps is not None else {}
+    overrides: dict[str, Any] = {"max_steps": max_steps} if max_steps is not None else {}
+    if engine is not None:
+        from vdlib.engines import trl_vllm_args
+
+        longest = max(len(tok(p, add_special_tokens=False)["input_ids"])
+                      for p in data["prompt"][: min(len(data), 4096)])
+        overrides.update(trl_vllm_args(engine, longest, g.max_response_length))
     args = trl_args(g, output_dir=str(work_dir), use_cpu=use_cpu, seed=seed % 2**31,
                     masked=vocab_dropout is not None, num_processes=world_size(), **overrides)
     trainer = MaskedGRPOTrainer(model=model, reward_funcs=[reward], args=args,
@@ -116,7 +124,8 @@ def train_transfer(cfg: ExperimentConfig, curriculum: str | Path, out_dir: str |
     steps = min(g.max_steps, math.ceil(rows / g.global_batch_size))
     trainer, reward = grpo_on_problems(
         model, tok, problems, g, out_dir / ".trl", seed=derive_seed(cfg.seed, "transfer", 0),
-        use_cpu=loop.use_cpu, rows=max(rows, steps * g.rollout_batch_size), max_steps=steps)
+        use_cpu=loop.use_cpu, rows=max(rows, steps * g.rollout_batch_size), max_steps=steps,
+        engine=cfg.engine)
     loop.save_model(trainer, tok, target)
     atomic_write_json(out_dir / "train.json", {"base": base, "problems": len(problems),
                                                "epochs": g.epochs, "steps": steps,
@@ -168,7 +177,8 @@ def run_single_policy(config: ExperimentConfig | dict | str) -> Path:
     trainer, reward = grpo_on_problems(
         model, tok, problems, cfg.solver, loop.run_dir / ".trl_policy",
         seed=derive_seed(cfg.seed, "policy", 1), use_cpu=loop.use_cpu, vocab_dropout=vd,
-        mask_seed_fn=(lambda step: mask_seed(cfg.seed, 1, "train", step)) if vd else None)
+        mask_seed_fn=(lambda step: mask_seed(cfg.seed, 1, "train", step)) if vd else None,
+        engine=cfg.engine)
     atomic_write_json(loop.run_dir / "policy_train.json", {
         "dataset": sp.dataset, "problems": len(problems), "alpha": vd.alpha if vd else 1.0,
         "masked": vd is not None, "mask_log": trainer.mask_log, **train_log(trainer, reward)})

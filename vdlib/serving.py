@@ -205,6 +205,17 @@ class VLLMServer:
 
     def start(self) -> VLLMServer:
         """Start the process and wait until it is ready (see :meth:`wait_ready`)."""
+        self.start_process()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def start_process(self) -> VLLMServer:
+        """Start the process without waiting (several servers then load in parallel; call
+        :meth:`wait_ready` next)."""
         if self.process is not None:
             raise RuntimeError("this server was already started; make a new VLLMServer")
         if self.log_path is None:
@@ -220,11 +231,6 @@ class VLLMServer:
             self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL, env=env,
                                             start_new_session=True)
-        try:
-            self.wait_ready()
-        except BaseException:
-            self.stop()
-            raise
         return self
 
     def _failure(self, why: str) -> ServerStartError:
@@ -326,18 +332,23 @@ class ServerEngine:
     a masked call that gets a dropped id back raises.
     """
 
-    def __init__(self, base_url: str, model: str, tokenizer: Any, *, concurrency: int = 64,
-                 timeout: float = 3600.0) -> None:
+    def __init__(self, base_url: str | Sequence[str], model: str, tokenizer: Any, *,
+                 concurrency: int = 64, timeout: float = 3600.0) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency = {concurrency}; allowed: >= 1")
-        self.base_url = base_url.rstrip("/")
+        urls = [base_url] if isinstance(base_url, str) else list(base_url)
+        if not urls:
+            raise ValueError("base_url is empty; pass one server URL or a list of them")
+        # several servers of the same model (one per GPU): request i goes to urls[i % len]
+        self.base_urls = [u.rstrip("/") for u in urls]
+        self.base_url = self.base_urls[0]
         self.model = model
         self.tokenizer = tokenizer
         self.concurrency = concurrency
         self.timeout = timeout
 
-    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
-        req = urllib.request.Request(self.base_url + "/v1/completions",
+    def _post(self, body: dict[str, Any], url: str | None = None) -> dict[str, Any]:
+        req = urllib.request.Request((url or self.base_url) + "/v1/completions",
                                      data=json.dumps(body).encode(), method="POST",
                                      headers={"Content-Type": "application/json"})
         try:
@@ -382,7 +393,8 @@ class ServerEngine:
                                     top_p=top_p, top_k=top_k, max_new_tokens=max_new_tokens,
                                     seed=s, xargs=xargs) for ids, s in zip(enc, seeds, strict=True)]
         with ThreadPoolExecutor(max_workers=min(self.concurrency, max(1, len(bodies)))) as pool:
-            answers = list(pool.map(self._post, bodies))
+            urls = [self.base_urls[i % len(self.base_urls)] for i in range(len(bodies))]
+            answers = list(pool.map(self._post, bodies, urls))
         samples: list[Sample] = []
         for pi, (prompt, data) in enumerate(zip(prompts, answers, strict=True)):
             parsed = sorted(_parse_choice(c, f"prompt {pi}") for c in data["choices"])

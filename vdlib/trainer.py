@@ -6,8 +6,10 @@
   batch's mask from ``mask_seed_fn(global_step)`` (identical on every rank: it depends only on
   the step) and applies it while sampling: on the transformers path through a forward hook on the
   output embedding (``lm_head``) that exists only for the duration of ``generate``; on TRL's vLLM
-  path through the vdlib seeded processor's ``extra_args`` (:mod:`vdlib.vllm_backend`; not run
-  here). The loss forward pass runs without the hook, so the GRPO update uses **full-vocabulary**
+  path (``use_vllm``, colocate or server) through the vdlib seeded processor's ``extra_args``
+  (:mod:`vdlib.vllm_backend`; TRL's vLLM loads the processor from vdlib's entry point). Every
+  rollout batch is checked: no sampled id is one the batch's mask drops. The loss forward pass
+  runs without the hook, so the GRPO update uses **full-vocabulary**
   log-probabilities (paper, Sec. "Vocabulary dropout"). vLLM importance-sampling correction is
   turned off whenever a mask is active (under a mask every ratio pi_full / pi_masked <= 1 and TRL
   would down-weight whole sequences).
@@ -46,7 +48,7 @@ from vdlib.scoring import score_questions
 from vdlib.vocab_dropout import VocabDropout
 
 __all__ = ["MaskedGRPOTrainer", "trl_args", "training_dtypes", "lm_head_mask", "ProposerReward",
-           "SolverReward", "completion_text"]
+           "SolverReward", "completion_text", "check_rollouts_masked", "prepare_vllm_rollouts"]
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +68,44 @@ def lm_head_mask(model: Any, allowed: torch.Tensor) -> Iterator[None]:
         yield
     finally:
         handle.remove()
+
+
+def check_rollouts_masked(completion_ids: Any, vd: VocabDropout, seed: int) -> None:
+    """Raise RuntimeError if a rollout holds an id that mask ``seed`` drops (e.g. vLLM built
+    without vdlib's processor). ``completion_ids``: lists of ids or a 2-D tensor (a tensor's
+    padding is the pad id, which is protected)."""
+    allowed = vd.sample(seed)
+    rows = completion_ids.tolist() if isinstance(completion_ids, torch.Tensor) else \
+        completion_ids
+    bad = []
+    for i, ids in enumerate(rows):
+        if not len(ids):
+            continue
+        t = torch.as_tensor(list(ids), dtype=torch.long)
+        hit = (t >= allowed.shape[0]) | ~allowed[t.clamp(max=allowed.shape[0] - 1)]
+        if bool(hit.any()):
+            bad.append((i, t[hit][:5].tolist()))
+    if bad:
+        raise RuntimeError(f"{len(bad)} GRPO rollouts hold ids dropped by mask {seed} (row, "
+                           f"ids): {bad[:3]}; with vLLM rollouts, vdlib's processor must be "
+                           "loaded through its entry point (pip install -e .)")
+
+
+def prepare_vllm_rollouts(masked: bool) -> None:
+    """Before TRL builds its colocated ``vllm.LLM``: TRL reloads the policy's weights into the
+    engine in this process (so vLLM must not run its engine core in a child process), and a
+    masked run needs vdlib's processor, which TRL cannot pass, from the entry point."""
+    import os
+
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    if masked:
+        from vdlib.vllm_backend import ENTRY_POINT_GROUP, entry_point_registered
+
+        if not entry_point_registered():
+            raise RuntimeError(
+                "GRPO rollouts through vLLM under a vocabulary mask need vdlib's logits "
+                f"processor in the {ENTRY_POINT_GROUP!r} entry-point group, which TRL's vLLM "
+                "loads; install vdlib (pip install -e .) or set engine.rollouts: hf")
 
 
 def training_dtypes(precision: str, use_cpu: bool) -> tuple[str, str]:
@@ -118,6 +158,8 @@ def trl_args(g: GRPOConfig, *, output_dir: str, seed: int, num_processes: int = 
         model_init_kwargs={"dtype": ref_dtype, "device_map": None},
     )
     kwargs.update(overrides)
+    if kwargs.get("use_vllm") and kwargs.get("vllm_mode", "colocate") == "colocate":
+        prepare_vllm_rollouts(masked)
     return TRLConfig(**kwargs)
 
 
@@ -172,11 +214,14 @@ class MaskedGRPOTrainer(GRPOTrainer):
 
             self.vllm_generation.generation_kwargs["extra_args"] = extra_args(
                 self.vocab_dropout, seed)
-            return super()._generate_single_turn(prompt_ids, *args, **kwargs)
-        model = self.accelerator.unwrap_model(self.model)
-        allowed = self.vocab_dropout.sample(seed, self.accelerator.device)
-        with lm_head_mask(model, allowed):
-            return super()._generate_single_turn(prompt_ids, *args, **kwargs)
+            out = super()._generate_single_turn(prompt_ids, *args, **kwargs)
+        else:
+            model = self.accelerator.unwrap_model(self.model)
+            allowed = self.vocab_dropout.sample(seed, self.accelerator.device)
+            with lm_head_mask(model, allowed):
+                out = super()._generate_single_turn(prompt_ids, *args, **kwargs)
+        check_rollouts_masked(out[0], self.vocab_dropout, seed)
+        return out
 
     def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> torch.Tensor:
         if self.loss_variant == "grpo":

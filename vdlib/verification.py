@@ -230,6 +230,9 @@ class Verifier:
     ``backoff_base_s`` / ``backoff_max_s`` shape the exponential backoff.
     """
 
+    def close(self) -> None:
+        """Release what the verifier holds (a local engine's GPU memory); it reopens on use."""
+
     def __init__(self, model: str = CORRECTNESS_MODEL, base_url: str | None = None,
                  cache_dir: str | os.PathLike | None = None, max_concurrency: int = 8,
                  max_calls: int | None = None, max_tokens_budget: int | None = None,
@@ -437,16 +440,32 @@ class LocalVerifier(Verifier):
 
     def __init__(self, model: str, *, max_new_tokens: int = 512, device: str = "cpu",
                  dtype: str = "float32", batch_size: int = 16, model_cache_dir: str | None = None,
-                 **kwargs: Any) -> None:
+                 engine: Any = None, **kwargs: Any) -> None:
         kwargs.setdefault("temperature", 0.0)
         super().__init__(model=f"local:{model}", max_output_tokens=max_new_tokens, **kwargs)
         self.local_model = model
         self.device, self.dtype, self.batch_size = device, dtype, batch_size
         self.model_cache_dir = model_cache_dir
+        self.engine_config = engine  # vdlib.config.EngineConfig; None = transformers
         self._engine: Any = None
+        self._stack: Any = None
 
     def _load(self) -> tuple[Any, Any]:
         if self._engine is None:
+            if self.engine_config is not None and self.engine_config.backend != "hf":
+                import contextlib
+
+                from vdlib.engines import open_engine
+                from vdlib.models import checkpoint_path, load_tokenizer
+
+                self._stack = contextlib.ExitStack()
+                engine = self._stack.enter_context(open_engine(
+                    self.engine_config, self.local_model, device=self.device, dtype=self.dtype,
+                    cache_dir=self.model_cache_dir, max_new_tokens=self.max_output_tokens or 512,
+                    max_prompt_tokens=2048))
+                tok = load_tokenizer(checkpoint_path(self.local_model, self.model_cache_dir))
+                self._engine = (engine, tok)
+                return self._engine
             from vdlib.generation import HFEngine
             from vdlib.models import load_model
 
@@ -454,6 +473,13 @@ class LocalVerifier(Verifier):
                                     cache_dir=self.model_cache_dir)
             self._engine = (HFEngine(model, tok, batch_size=self.batch_size), tok)
         return self._engine
+
+    def close(self) -> None:
+        """Release the local model or engine (a vLLM engine frees its GPU memory)."""
+        if self._stack is not None:
+            self._stack.close()
+            self._stack = None
+        self._engine = None
 
     def _fetch(self, todo: dict[str, list[dict[str, str]]]) -> dict[str, str | None]:
         from vdlib.prompts import apply_chat_template
@@ -478,17 +504,18 @@ class LocalVerifier(Verifier):
 
 
 def make_verifier(cfg: Any, role: str = "correctness", cache_dir: str | None = None,
-                  device: str = "cpu") -> Verifier:
+                  device: str = "cpu", engine: Any = None) -> Verifier:
     """The verifier a :class:`vdlib.config.VerificationConfig` describes, for ``role``
     ``correctness`` (answer correctness and well-posedness) or ``transfer`` (the transfer
-    filter, greedy)."""
+    filter, greedy). ``engine`` (an EngineConfig) is the local backend's engine setting."""
     if role not in ("correctness", "transfer"):
         raise ValueError(f"role = {role!r}; allowed: correctness, transfer")
     model = cfg.correctness_model if role == "correctness" else cfg.transfer_model
     common = {"max_calls": cfg.max_calls, "max_tokens_budget": cfg.max_tokens_budget,
               "dry_run": cfg.dry_run, "cache_dir": cache_dir}
     if cfg.backend == "local":
-        return LocalVerifier(model, max_new_tokens=cfg.max_new_tokens, device=device, **common)
+        return LocalVerifier(model, max_new_tokens=cfg.max_new_tokens, device=device,
+                             engine=engine, **common)
     # gpt-5-mini (a reasoning model) accepts only its default temperature
     temperature = None if model.startswith("gpt-5") else 0.0
     return Verifier(model, base_url=cfg.base_url, max_concurrency=cfg.max_concurrency,

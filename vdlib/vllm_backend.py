@@ -1,13 +1,17 @@
-"""Vocabulary dropout inside vLLM (0.31): a seeded logits processor and a generation engine.
+"""Vocabulary dropout inside vLLM (0.25.1 to 0.31): a seeded logits processor and an engine.
 
 Two routes (usage, server included, in docs/vllm.md):
 
 - ``"processor"``: a request carries only its mask's ``(seed, alpha, n_real, protected)`` in
   ``SamplingParams.extra_args`` (or the server's ``vllm_xargs``); the class
   ``vdlib.vllm_backend:VocabDropoutLogitsProcessor`` (give it to ``LLM(logits_processors=...)``
-  or ``vllm serve --logits-processors``) rebuilds each mask on the logits' device and applies
-  :func:`vdlib.vocab_dropout.apply_mask` once per group of rows sharing a mask. It implements
-  both model-runner interfaces of vLLM 0.31 (V1 and V2), so it works whichever vLLM picks.
+  or ``vllm serve --logits-processors``, or let vLLM find it through the ``vllm.logits_processors``
+  entry point that an installed vdlib declares) rebuilds each mask on the logits' device and
+  applies :func:`vdlib.vocab_dropout.apply_mask` once per group of rows sharing a mask. The
+  class is built at run time over the interfaces the installed vLLM offers
+  (:func:`vllm_interfaces`): the V1 batch-level interface (every vLLM since 0.10.1; in 0.25.x a
+  custom processor makes vLLM run its model runner V1) and, where it exists (0.31), the model
+  runner V2 interface too.
 - ``"allowed_token_ids"`` (the paper's): the allowed ids per request; model runner V2 caps the
   list at 1,024 ids, so it needs ``VLLM_USE_V2_MODEL_RUNNER=0``.
 
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
@@ -45,7 +50,9 @@ from vdlib.vocab_dropout import VocabDropout, apply_mask, check_alpha
 # VocabDropoutLogitsProcessor is built on first access (it subclasses vLLM's classes); it is not
 # in __all__ so that a star import works without vLLM.
 __all__ = ["ARG_KEYS", "ROUTES", "MaskSpec", "RequestMasks", "extra_args", "parse_extra_args",
-           "check_no_dropped", "VLLMEngine", "logits_processor_class"]
+           "check_no_dropped", "VLLMEngine", "logits_processor_class", "vllm_interfaces",
+           "entry_point_registered", "processor_fqcns", "build_llm", "shutdown_llm",
+           "ENTRY_POINT_GROUP", "PROCESSOR_FQCN"]
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +60,10 @@ ARG_KEYS = ("vd_seed", "vd_alpha", "vd_n_real", "vd_protected")
 ROUTES = ("processor", "allowed_token_ids")
 MRV2_MAX_ALLOWED_TOKEN_IDS = 1024  # vllm/v1/worker/gpu/sample/logit_bias.py:20
 _INSTALL_HINT = "vLLM is not installed; install the GPU extra: pip install -e '.[gpu]'"
+ENTRY_POINT_GROUP = "vllm.logits_processors"  # declared in pyproject.toml
+PROCESSOR_FQCN = "vdlib.vllm_backend:VocabDropoutLogitsProcessor"
+_V1_MODULE = "vllm.v1.sample.logits_processor"
+_V2_MODULE = "vllm.v1.worker.gpu.sample.logits_processor"
 
 
 def _require_vllm() -> Any:
@@ -238,15 +249,101 @@ def _build_processor_class(v1_base: type, v2_base: type) -> type:
 _CLASS: list[type] = []
 
 
+def _base(module: str) -> type | None:
+    """``module.LogitsProcessor``, or None where this vLLM lacks that module."""
+    import importlib
+
+    try:
+        return importlib.import_module(module).LogitsProcessor
+    except ModuleNotFoundError as err:
+        if err.name is not None and module.startswith(err.name):
+            return None  # the interface does not exist in this vLLM
+        raise
+
+
+def vllm_interfaces() -> dict[str, Any]:
+    """What the installed vLLM offers: its version and which processor interfaces exist
+    (``v1``: ``vllm.v1.sample.logits_processor``, ``v2``: the model runner V2 one, 0.31+)."""
+    vllm = _require_vllm()
+    return {"vllm_version": getattr(vllm, "__version__", "unknown"),
+            "v1": _base(_V1_MODULE) is not None, "v2": _base(_V2_MODULE) is not None}
+
+
 def logits_processor_class() -> type:
-    """The processor class (built once over vLLM's base classes; needs vLLM)."""
+    """The processor class, built once over the interfaces the installed vLLM offers (V1 is
+    required; V2 is added where it exists). Needs vLLM."""
     if not _CLASS:
         _require_vllm()
-        from vllm.v1.sample.logits_processor import LogitsProcessor as V1Base
-        from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as V2Base
-
-        _CLASS.append(_build_processor_class(V1Base, V2Base))
+        v1 = _base(_V1_MODULE)
+        if v1 is None:
+            raise ImportError(f"this vLLM has no {_V1_MODULE}.LogitsProcessor (vLLM >= 0.10.1 "
+                              "has it); vdlib's processor cannot load")
+        v2 = _base(_V2_MODULE)
+        _CLASS.append(_build_processor_class(v1, object if v2 is None else v2))
+        logger.info("vdlib logits processor built over the %s interface%s",
+                    "V1" if v2 is None else "V1 and V2", "" if v2 is None else "s")
     return _CLASS[0]
+
+
+def entry_point_registered() -> bool:
+    """True when vdlib's processor is declared in the ``vllm.logits_processors`` entry-point
+    group of an installed distribution (``pip install -e .``): vLLM then loads it into every
+    engine, TRL's own included."""
+    from importlib.metadata import entry_points
+
+    return any(ep.value.replace(" ", "") == PROCESSOR_FQCN
+               for ep in entry_points(group=ENTRY_POINT_GROUP))
+
+
+def processor_fqcns() -> list[str]:
+    """``logits_processors=`` for an engine vdlib starts: empty when the entry point already
+    loads the processor (loading it twice would mask twice), else the class's FQCN."""
+    return [] if entry_point_registered() else [PROCESSOR_FQCN]
+
+
+def build_llm(model: str, *, dtype: str = "bfloat16", gpu_memory_utilization: float = 0.4,
+              max_model_len: int | None = None, seed: int = 0, enforce_eager: bool = False,
+              load_format: str = "auto", tokenizer: str | None = None, **kwargs: Any) -> Any:
+    """A ``vllm.LLM`` over checkpoint ``model`` with vdlib's processor loaded (both routes then
+    work: the processor route needs it; the allowed_token_ids route needs the model runner V1,
+    which vLLM 0.25.x picks whenever a custom processor is loaded)."""
+    vllm = _require_vllm()
+    logits_processor_class()  # fail here, with vdlib's message, if the processor cannot load
+    kw: dict[str, Any] = dict(model=model, dtype=dtype, seed=seed,
+                              gpu_memory_utilization=gpu_memory_utilization,
+                              enforce_eager=enforce_eager, load_format=load_format,
+                              logits_processors=processor_fqcns())
+    if max_model_len is not None:
+        kw["max_model_len"] = max_model_len
+    if tokenizer is not None:
+        kw["tokenizer"] = tokenizer
+    kw.update(kwargs)
+    start = time.perf_counter()
+    llm = vllm.LLM(**kw)
+    logger.info("vLLM %s engine on %s started in %.1f s", vllm.__version__, model,
+                time.perf_counter() - start)
+    return llm
+
+
+def shutdown_llm(llm: Any) -> None:
+    """Stop a ``vllm.LLM``'s engine (its engine-core process, if any) and free its GPU memory,
+    so that the next stage (training, another engine) gets the memory back."""
+    import gc
+
+    engine = getattr(llm, "llm_engine", None)
+    core = getattr(engine, "engine_core", None)
+    for obj in (core, engine):
+        stop = getattr(obj, "shutdown", None)
+        if callable(stop):
+            try:
+                stop()
+            except Exception as err:  # noqa: BLE001 - best effort: the memory check follows
+                logger.warning("vLLM shutdown: %s", err)
+            break
+    del llm, engine, core
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def __getattr__(name: str) -> type:  # lazy: ``vdlib.vllm_backend:VocabDropoutLogitsProcessor``
@@ -296,13 +393,25 @@ class VLLMEngine:
     """
 
     def __init__(self, llm: Any, tokenizer: Any = None, *, route: str = "processor",
-                 show_progress: bool = False) -> None:
+                 show_progress: bool = True) -> None:
         if route not in ROUTES:
             raise ValueError(f"route = {route!r} is not allowed; allowed values: {ROUTES}")
         self.llm = llm
         self.tokenizer = tokenizer if tokenizer is not None else llm.get_tokenizer()
         self.route = route
         self.show_progress = show_progress
+
+    def close(self) -> None:
+        """Shut the engine down and free its GPU memory (:func:`shutdown_llm`)."""
+        if self.llm is not None:
+            llm, self.llm = self.llm, None
+            shutdown_llm(llm)
+
+    def __enter__(self) -> VLLMEngine:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
     def generate(self, prompts: Sequence[str], *, n: int = 1, temperature: float = 1.0,
                  top_p: float = 1.0, top_k: int = 0, max_new_tokens: int = 256, seed: int = 0,

@@ -231,6 +231,25 @@ class VocabDropout:
         return cls(tokenizer, alpha, vocab_width=width, protected=protected)
 
     @classmethod
+    def for_checkpoint(cls, path: str, tokenizer: Any, alpha: float,
+                       format_strings: Sequence[str] = DEFAULT_FORMAT_STRINGS,
+                       extra: Iterable[int] = ()) -> VocabDropout:
+        """The same mask as :meth:`for_model` for the checkpoint at ``path``, read from its
+        ``config.json`` and ``generation_config.json`` without loading weights (for engines
+        that load the weights themselves, e.g. vLLM)."""
+        from transformers import AutoConfig, GenerationConfig
+
+        config = AutoConfig.from_pretrained(path)
+        width = config.get_text_config().vocab_size
+        try:
+            gen_config = GenerationConfig.from_pretrained(path)
+        except OSError:  # no generation_config.json: the model config's ids
+            gen_config = GenerationConfig.from_model_config(config)
+        protected = protected_token_ids(tokenizer, format_strings, extra,
+                                        generation_config=gen_config)
+        return cls(tokenizer, alpha, vocab_width=width, protected=protected)
+
+    @classmethod
     def from_sizes(cls, n_real: int, vocab_width: int | None, alpha: float,
                    protected: Iterable[int], *, cache_size: int = 16) -> VocabDropout:
         """Build without a tokenizer (e.g. inside a vLLM worker, or for random-init models)."""
