@@ -233,3 +233,20 @@ def test_process_helpers_under_two_real_processes(tmp_path):
     res = json.loads(out.read_text())
     assert res["world"] == 2 and res["seen"] == "from 0"
     assert [(r["rank"], r["who"]) for r in res["merged"]] == [(0, 0), (1, 1)]
+
+
+def test_packaged_warm_start_examples_equal_reasoning_gym(monkeypatch):
+    """Machines without reasoning-gym (the GPU machines) warm-start from the packaged copy:
+    the same triples reasoning-gym gives for every packaged (examples, seed)."""
+    import sys
+
+    from vdlib import warm_start
+
+    for n, seed in warm_start.PACKAGED_KEYS:
+        assert warm_start.format_examples(n, seed) == warm_start._generate_examples(n, seed, 45,
+                                                                                    60)
+    live = warm_start.format_examples(64, 1)
+    monkeypatch.setitem(sys.modules, "reasoning_gym", None)
+    assert warm_start.format_examples(64, 1) == live
+    with pytest.raises(ImportError, match="reasoning-gym"):
+        warm_start.format_examples(65, 0)

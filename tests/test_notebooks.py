@@ -26,17 +26,26 @@ def test_committed_without_outputs(nb):
                    if c["cell_type"] == "code")
 
 
+#: Keys a profile's params files set that the notebooks' parameters cells do not declare yet
+#: (papermill injects undeclared parameters with a warning, and load_params honours them).
+#: A key stops being tolerated as soon as a notebook declares it; drop it here once every
+#: notebook does, and the gpu files are held to the same exact match as tiny and paper.
+PENDING_CELL_KEYS: dict[str, set[str]] = {}
+
+
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
 def test_params_files_match_the_parameters_cell(nb):
     declared = set(papermill.inspect_notebook(str(nb)))
     assert declared, f"{nb.name} has no cell tagged 'parameters'"
-    for profile in ("tiny", "paper"):
+    for profile in ("tiny", "gpu", "paper"):
         path = notebook_params_file(nb, profile, ROOT / "params")
         if profile == "paper" and nb.stem == "00_quickstart":
             continue  # the quickstart is tiny-only (params/paper/base.yaml is the paper recipe)
+        pending = PENDING_CELL_KEYS.get(profile, set()) - declared
         for f in [path, *sorted(path.parent.glob(f"{path.stem}@*.yaml"))]:
             keys = set(yaml.safe_load(f.read_text()))
-            assert keys == declared, f"{f.name}: {sorted(keys ^ declared)}"
+            assert keys - pending == declared, \
+                f"{profile}/{f.name}: {sorted((keys - pending) ^ declared)}"
 
 
 def test_quickstart_executes_under_papermill(tmp_path):

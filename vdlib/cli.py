@@ -53,6 +53,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             cfg.seed = args.seed
         if args.output_dir:
             cfg.output_dir = args.output_dir
+        if args.engine:
+            cfg.engine.backend = args.engine
     except ConfigError as e:
         sys.stderr.write(f"{args.params}: {e}\n")
         return 2
@@ -139,6 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     rn.add_argument("--iterations", type=int, help="override the number of iterations")
     rn.add_argument("--seed", type=int, help="override the run seed")
     rn.add_argument("--output-dir", help="override output_dir")
+    rn.add_argument("--engine", choices=ENGINE_BACKENDS,
+                    help="override engine.backend (the generation engine of every stage)")
     rn.set_defaults(func=_cmd_run)
 
     nb = sub.add_parser("notebooks", help="execute the experiment notebooks with papermill")

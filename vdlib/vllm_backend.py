@@ -307,6 +307,10 @@ def build_llm(model: str, *, dtype: str = "bfloat16", gpu_memory_utilization: fl
     """A ``vllm.LLM`` over checkpoint ``model`` with vdlib's processor loaded (both routes then
     work: the processor route needs it; the allowed_token_ids route needs the model runner V1,
     which vLLM 0.25.x picks whenever a custom processor is loaded)."""
+    # in-process engine core: TRL's colocated engine needs it (it reloads weights in this
+    # process), vLLM caches its environment after the first engine starts, and an in-process
+    # engine's memory is freed by shutdown_llm without a child process to reap
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     vllm = _require_vllm()
     logits_processor_class()  # fail here, with vdlib's message, if the processor cannot load
     kw: dict[str, Any] = dict(model=model, dtype=dtype, seed=seed,

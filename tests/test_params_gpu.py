@@ -1,0 +1,97 @@
+"""params/gpu/: one params file per notebook, each valid and sampling through vLLM; a bad
+``engine.backend`` fails in validation, naming the key and the allowed values, before any
+model loads. No model is loaded here (config and CLI only)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+import vdlib.cli
+import vdlib.config
+from vdlib.config import ENGINE_BACKENDS, PROFILE_PRESETS, ConfigError, load_params
+
+ROOT = Path(__file__).resolve().parent.parent
+GPU_FILES = sorted((ROOT / "params" / "gpu").glob("*.yaml"))
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+BAD_ENGINE = {"engine": {"backend": "tgi"}}
+
+
+def test_one_gpu_params_file_per_notebook():
+    expected = {nb.stem.split("_", 1)[1] for nb in NOTEBOOKS}
+    assert expected, "no notebooks found"
+    assert {f.stem.split("@", 1)[0] for f in GPU_FILES} == expected
+
+
+@pytest.mark.parametrize("path", GPU_FILES, ids=lambda p: p.name)
+def test_params_check_passes_and_resolves_to_vllm(path, capsys):
+    rc = vdlib.cli.main(["params", "check", str(path)])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    resolved = yaml.safe_load(out)
+    assert resolved["profile"] == "gpu"
+    assert resolved["engine"]["backend"] == "vllm"
+    assert resolved["model"]["device"] == "cuda"
+    assert resolved["model"]["dtype"] == "bfloat16"
+    # stated in the file itself, not only inherited from the gpu preset
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert raw["profile"] == "gpu" and raw["engine"]["backend"] == "vllm"
+    assert load_params(path).engine.backend == "vllm"
+
+
+def _assert_names_engine_backend(err: ConfigError) -> None:
+    msg = str(err)
+    assert "engine.backend" in msg and "'tgi'" in msg, msg
+    allowed = msg.split("allowed values:", 1)[1]
+    for name in ("hf", "vllm", "server"):
+        assert name in allowed, msg
+
+
+@pytest.mark.parametrize("profile", [None, "tiny", "gpu", "paper"])
+def test_unknown_engine_backend_is_a_config_error(profile):
+    params = dict(BAD_ENGINE) if profile is None else {"profile": profile, **BAD_ENGINE}
+    with pytest.raises(ConfigError) as e:
+        load_params(params)
+    _assert_names_engine_backend(e.value)
+    assert set(ENGINE_BACKENDS) == {"hf", "vllm", "server"}
+
+
+def test_params_check_rejects_an_unknown_engine(tmp_path, capsys):
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump({"profile": "gpu", **BAD_ENGINE}))
+    assert vdlib.cli.main(["params", "check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "engine.backend" in err and "hf, vllm, server" in err
+
+
+def test_unknown_engine_fails_before_any_model_loads(monkeypatch, tmp_path):
+    import vdlib.coevolution
+    import vdlib.engines
+    import vdlib.models
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("a model or engine was loaded before validation")
+
+    for module in (vdlib.models, vdlib.coevolution, vdlib.engines):
+        for name in ("load_model", "open_engine"):
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, no_load)
+    out = tmp_path / "outputs"
+    with pytest.raises(ConfigError) as e:
+        vdlib.coevolution.run({"profile": "tiny", "output_dir": str(out), **BAD_ENGINE})
+    _assert_names_engine_backend(e.value)
+    with pytest.raises(ConfigError):
+        vdlib.coevolution.run_arms({"profile": "gpu", "arms": ["baseline", "vd75"],
+                                    "output_dir": str(out), **BAD_ENGINE})
+    assert not out.exists(), "a run folder was written before validation"
+
+
+def test_profile_engine_defaults():
+    assert load_params({"profile": "tiny"}).engine.backend == "hf"
+    assert load_params({"profile": "gpu"}).engine.backend == "vllm"
+    assert load_params({"profile": "paper"}).engine.backend == "vllm"
+    assert load_params(None).engine.backend == "vllm"  # the paper defaults
+    assert vdlib.config.EngineConfig().backend == "vllm"
+    assert PROFILE_PRESETS["tiny"]["engine"]["backend"] == "hf"
