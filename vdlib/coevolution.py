@@ -247,11 +247,14 @@ class Loop:
         always started from the checkpoint on disk, so it samples from the weights the
         previous stage saved, and released when the stage ends. ``training``: a trainer holds
         this process's GPU meanwhile (the proposer phase's reward)."""
+        shares = training and self.cfg.engine.backend == "vllm" \
+            and rollout_mode(self.cfg.engine) == "colocate"  # two in-process vLLM engines
         with open_engine(self.cfg.engine, path, device=self.device,
                          dtype=self.cfg.model.dtype if not self.use_cpu else "float32",
                          cache_dir=self.cfg.model.cache_dir, max_new_tokens=max_new_tokens,
                          batch_size=batch_size, seed=seed,
-                         training_device=self.device if training else None) as eng:
+                         training_device=self.device if training else None,
+                         enforce_eager=True if shares else None) as eng:
             yield eng
 
     def gen_mask(self, path: str, tok: Any, t: int) -> VocabDropout | None:
@@ -306,8 +309,6 @@ class Loop:
     # ---------------------------------------------------------------- stages
 
     def stage_proposer(self, t: int, out: Path) -> None:
-
-
         cfg = self.cfg
         # the frozen solver's engine first (one per rank), then the policy and TRL's rollouts
         with self.engine(self.solver_path(t - 1), cfg.scoring.max_new_tokens,
@@ -318,7 +319,12 @@ class Loop:
     def _train_proposer(self, t: int, out: Path, solver_engine: Any) -> None:
         from datasets import Dataset
 
-        from vdlib.trainer import MaskedGRPOTrainer, ProposerReward, trl_args
+        from vdlib.trainer import (
+            MaskedGRPOTrainer,
+            ProposerReward,
+            release_rollout_engine,
+            trl_args,
+        )
 
         cfg, g = self.cfg, self.cfg.proposer
         model, tok = self.load_policy(self.proposer_path(t - 1), g)
@@ -327,7 +333,10 @@ class Loop:
         prompts = [prompt] * (g.max_steps * g.rollout_batch_size)
         trainer_box: list[Any] = []
         # each rank scores its own rollouts; rank 0 keeps the single-process seed
-        reward = ProposerReward(solver_engine, tok, cfg.scoring,
+        from vdlib.models import load_tokenizer
+
+        reward = ProposerReward(solver_engine, load_tokenizer(self.solver_path(t - 1)),
+                                cfg.scoring,
                                 seed=derive_seed(cfg.seed, "proposer-score", t)
                                 + 1_000_003 * rank(),
                                 trainer_ref=lambda: trainer_box[0] if trainer_box else None)
@@ -346,6 +355,7 @@ class Loop:
                  "lb": g.clip_cov_lb, "ub": g.clip_cov_ub})
         trainer_box.append(trainer)
         trainer.train()
+        release_rollout_engine(trainer)
         per_rank = gather_to_main(reward.records)
         if is_main_process():
             write_jsonl(out / "proposer_rollouts.jsonl", merge_rank_records(per_rank))

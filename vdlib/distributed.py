@@ -30,7 +30,11 @@ _WAIT_GROUP: Any = None
 def _dist() -> Any:
     import torch.distributed as dist
 
-    return dist if dist.is_available() and dist.is_initialized() else None
+    # a group of one (e.g. the one an in-process vLLM engine sets up) is no group: the loop's
+    # collectives become local no-ops
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        return dist
+    return None
 
 
 def init_distributed() -> None:

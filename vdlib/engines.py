@@ -104,14 +104,18 @@ def open_engine(ecfg: EngineConfig, model: str, *, device: str = "cpu",
                 max_new_tokens: int = 2048, max_prompt_tokens: int = 1024,
                 batch_size: int | None = None, round_tokens: int | None = None,
                 show_progress: bool = True, seed: int = 0,
-                training_device: str | None = None) -> Iterator[Any]:
+                training_device: str | None = None,
+                enforce_eager: bool | None = None) -> Iterator[Any]:
     """An engine of ``ecfg.backend`` over checkpoint ``model`` (registered name, directory or
     Hub id) for the duration of the block; its memory is released on exit.
 
     ``batch_size`` and ``round_tokens`` apply to the transformers engine (vLLM schedules its own
     batches); ``max_new_tokens`` + ``max_prompt_tokens`` size vLLM's context unless
     ``engine.max_model_len`` is set. ``training_device`` (e.g. ``cuda:0``) names a GPU that a
-    trainer holds during the block: the server backend then starts no server there."""
+    trainer holds during the block: the server backend then starts no server there.
+    ``enforce_eager`` overrides ``engine.enforce_eager`` (the loop sets it for an engine that
+    shares its process with TRL's colocated vLLM: two in-process engines share vLLM's global
+    CUDA-graph state, and the second one's capture breaks the first one's decoding)."""
     from vdlib.models import checkpoint_path, load_model, load_tokenizer
 
     kind = engine_kind(ecfg)
@@ -131,13 +135,14 @@ def open_engine(ecfg: EngineConfig, model: str, *, device: str = "cpu",
     path = checkpoint_path(model, cache_dir)
     tok = load_tokenizer(path)
     max_len = ecfg.max_model_len or vllm_max_len(max_prompt_tokens, max_new_tokens)
+    eager = ecfg.enforce_eager if enforce_eager is None else enforce_eager
     vllm_dtype = "float32" if dtype == "float32" else dtype
     if kind == "vllm":
         from vdlib.vllm_backend import VLLMEngine, build_llm
 
         llm = build_llm(path, dtype=vllm_dtype, seed=seed, max_model_len=max_len,
                         gpu_memory_utilization=ecfg.gpu_memory_utilization,
-                        enforce_eager=ecfg.enforce_eager)
+                        enforce_eager=eager)
         engine = VLLMEngine(llm, tok, route=ecfg.route, show_progress=show_progress)
         try:
             yield engine
@@ -155,11 +160,11 @@ def open_engine(ecfg: EngineConfig, model: str, *, device: str = "cpu",
     if ecfg.server_url:
         yield ServerEngine(ecfg.server_url, served_model_name(ecfg.server_url), tok)
         return
-    extra = ["--enforce-eager"] if ecfg.enforce_eager else []
+    extra = ["--enforce-eager"] if eager else []
     gpus = server_gpus(ecfg, device, training_device)
     with contextlib.ExitStack() as stack:
         servers = [VLLMServer(path, gpu=gpu, max_model_len=max_len, dtype=vllm_dtype,
-                              gpu_memory_utilization=ecfg.gpu_memory_utilization, seed=seed,
+                              gpu_memory_utilization=ecfg.gpu_memory_utilization, seed=seed % 2**32,
                               logits_processors=processor_fqcns(), extra=extra)
                    for gpu in gpus]
         for server in servers:  # start all first, then wait: the servers load in parallel

@@ -52,7 +52,7 @@ def grpo_on_problems(model: Any, tok: Any, problems: Sequence[dict[str, Any]], g
     from datasets import Dataset
 
     from vdlib.coevolution import is_main_process, world_size
-    from vdlib.trainer import MaskedGRPOTrainer, SolverReward, trl_args
+    from vdlib.trainer import MaskedGRPOTrainer, SolverReward, release_rollout_engine, trl_args
 
     if not problems:
         raise ValueError("grpo_on_problems needs at least one problem")
@@ -75,6 +75,7 @@ def grpo_on_problems(model: Any, tok: Any, problems: Sequence[dict[str, Any]], g
                                 vocab_dropout=vocab_dropout, mask_seed_fn=mask_seed_fn,
                                 loss_variant=g.loss_variant)
     trainer.train()
+    release_rollout_engine(trainer)
     if is_main_process():
         shutil.rmtree(work_dir, ignore_errors=True)
     return trainer, reward

@@ -223,6 +223,10 @@ class VLLMServer:
             os.close(fd)
             self.log_path = Path(name)
         env = {**os.environ, **self.extra_env}
+        if "VLLM_ENABLE_V1_MULTIPROCESSING" not in self.extra_env:
+            # vdlib's in-process engines set it to 0 in this process; a server runs its engine
+            # core in its own process, as vLLM's server expects
+            env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
         if self.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
         logger.info("starting vLLM server on %s (log %s): %s", self.base_url, self.log_path,
@@ -385,7 +389,8 @@ class ServerEngine:
                              "load vLLM processors with --logits-processors")
         if (vocab_dropout is None) != (mask_seed is None):
             raise ValueError("vocab_dropout and mask_seed go together: pass both or neither")
-        xargs = extra_args(vocab_dropout, mask_seed) if vocab_dropout is not None else None
+        xargs = extra_args(vocab_dropout, mask_seed, flat=True) \
+            if vocab_dropout is not None else None
         greedy = temperature == 0
         seeds = [derive_seed(seed, "vllm", i) for i in range(len(prompts))]
         enc = self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]

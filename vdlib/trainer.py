@@ -48,7 +48,8 @@ from vdlib.scoring import score_questions
 from vdlib.vocab_dropout import VocabDropout
 
 __all__ = ["MaskedGRPOTrainer", "trl_args", "training_dtypes", "lm_head_mask", "ProposerReward",
-           "SolverReward", "completion_text", "check_rollouts_masked", "prepare_vllm_rollouts"]
+           "SolverReward", "completion_text", "check_rollouts_masked", "prepare_vllm_rollouts",
+           "release_rollout_engine"]
 
 logger = logging.getLogger(__name__)
 
@@ -106,6 +107,18 @@ def prepare_vllm_rollouts(masked: bool) -> None:
                 "GRPO rollouts through vLLM under a vocabulary mask need vdlib's logits "
                 f"processor in the {ENTRY_POINT_GROUP!r} entry-point group, which TRL's vLLM "
                 "loads; install vdlib (pip install -e .) or set engine.rollouts: hf")
+
+
+def release_rollout_engine(trainer: Any) -> None:
+    """Shut down TRL's colocated vLLM once training is over, so that its GPU memory returns
+    before the next stage starts its own engine (no-op without one)."""
+    generation = getattr(trainer, "vllm_generation", None)
+    llm = getattr(generation, "llm", None)
+    if llm is not None:
+        from vdlib.vllm_backend import shutdown_llm
+
+        generation.llm = None
+        shutdown_llm(llm)
 
 
 def training_dtypes(precision: str, use_cpu: bool) -> tuple[str, str]:

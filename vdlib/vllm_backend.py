@@ -86,12 +86,14 @@ class MaskSpec(NamedTuple):
     seed: int
 
 
-def extra_args(vd: VocabDropout, seed: int) -> dict[str, Any]:
+def extra_args(vd: VocabDropout, seed: int, flat: bool = False) -> dict[str, Any]:
     """The per-request arguments of mask ``seed``: for ``SamplingParams(extra_args=...)``
-    offline, or ``extra_body={"vllm_xargs": ...}`` with the OpenAI client (vLLM 0.31's
-    ``vllm_xargs`` accepts ``str | int | float`` values and lists of them)."""
+    offline, or (``flat=True``) for a server's ``vllm_xargs``, whose values must be scalars in
+    vLLM 0.25 (``str | int | float``): the protected ids then travel as one comma-separated
+    string, which :func:`parse_extra_args` reads too."""
+    protected = [int(i) for i in vd.protected.tolist()]
     return {"vd_seed": int(seed), "vd_alpha": float(vd.alpha), "vd_n_real": int(vd.n_real),
-            "vd_protected": [int(i) for i in vd.protected.tolist()]}
+            "vd_protected": ",".join(map(str, protected)) if flat else protected}
 
 
 def _as_int(value: Any, key: str, low: int, high: int) -> int:
@@ -113,6 +115,12 @@ def parse_extra_args(args: Mapping[str, Any] | None) -> MaskSpec | None:
     alpha = check_alpha(args["vd_alpha"], "extra_args['vd_alpha']")
     n_real = _as_int(args["vd_n_real"], "vd_n_real", 1, 2**31)
     raw = args["vd_protected"]
+    if isinstance(raw, str):  # the server form (vllm_xargs values are scalars)
+        try:
+            raw = [int(x) for x in raw.split(",") if x.strip()]
+        except ValueError:
+            raise ValueError(f"extra_args['vd_protected'] = {raw!r}; allowed: a list of token "
+                             "ids or a comma-separated string of them") from None
     if not isinstance(raw, list | tuple):
         raise ValueError(f"extra_args['vd_protected'] = {raw!r}; allowed: a list of token ids")
     protected = tuple(sorted({_as_int(i, "vd_protected", 0, n_real) for i in raw}))
@@ -313,7 +321,7 @@ def build_llm(model: str, *, dtype: str = "bfloat16", gpu_memory_utilization: fl
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     vllm = _require_vllm()
     logits_processor_class()  # fail here, with vdlib's message, if the processor cannot load
-    kw: dict[str, Any] = dict(model=model, dtype=dtype, seed=seed,
+    kw: dict[str, Any] = dict(model=model, dtype=dtype, seed=int(seed) % 2**32,  # vLLM's range
                               gpu_memory_utilization=gpu_memory_utilization,
                               enforce_eager=enforce_eager, load_format=load_format,
                               logits_processors=processor_fqcns())
