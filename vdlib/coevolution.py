@@ -76,6 +76,7 @@ from vdlib.seeding import derive_seed
 from vdlib.vocab_dropout import VocabDropout, alpha_at, mask_active, mask_seed
 
 __all__ = ["STAGES", "TRAINING_STAGES", "Loop", "RunResult", "run", "run_arms", "iteration_dir",
+           "check_visible_gpus",
            "filter_curriculum", "split_timing", "init_distributed", "shutdown_distributed",
            "world_size", "rank",
            "local_rank", "is_main_process", "barrier", "broadcast_from_main", "gather_to_main",
@@ -502,6 +503,30 @@ def _check_supported(cfg: ExperimentConfig) -> None:
                               "trainer yet; allowed values: micro_batch")
 
 
+def check_visible_gpus(cfg: ExperimentConfig, device_count: int | None = None) -> None:
+    """One process trains on one GPU: TRL refuses a single process that sees several (it would
+    wrap the model in ``nn.DataParallel``). Fail before any model loads, saying what to do.
+
+    >>> from vdlib.config import load_params
+    >>> check_visible_gpus(load_params({"model": {"device": "cuda:0"}}), device_count=1)
+    >>> check_visible_gpus(load_params({"model": {"device": "cuda:0"}}), device_count=2)
+    Traceback (most recent call last):
+    ...
+    vdlib.config.ConfigError: model.device = 'cuda:0', but this single process sees 2 GPUs ...
+    """
+    if world_size() > 1 or not cfg.model.device.startswith(("cuda", "auto")):
+        return
+    if device_count is None:
+        device_count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if device_count > 1:
+        raise ConfigError(
+            f"model.device = {cfg.model.device!r}, but this single process sees {device_count} "
+            "GPUs and TRL trains one process on one GPU; make one GPU visible "
+            "(CUDA_VISIBLE_DEVICES=0 vdlib run ...; engine.server_gpus name physical GPUs for "
+            "vdlib's vLLM servers, e.g. the paper's 2-GPU topology), or launch one process per "
+            "GPU with accelerate launch")
+
+
 def run(config: ExperimentConfig | str | dict, on_stage: Callable[[int, str], None] | None = None
         ) -> RunResult:
     """Run (or resume) the co-evolution of ``config`` (an ExperimentConfig, params path or
@@ -510,6 +535,7 @@ def run(config: ExperimentConfig | str | dict, on_stage: Callable[[int, str], No
     cfg = config if isinstance(config, ExperimentConfig) else load_params(config)
     _check_supported(cfg)
     init_distributed()
+    check_visible_gpus(cfg)
     return Loop(cfg).run(on_stage)
 
 
