@@ -208,7 +208,7 @@ def test_trl_colocated_rollouts_are_masked_and_use_the_current_weights(tiny_dir,
             # vLLM holds the weights in its own dtype (bf16 for a float32 checkpoint under
             # dtype "auto"): the synced copy equals the policy rounded to that dtype
             seen.append({"step": int(self.state.global_step), "dtype": str(emb.dtype),
-                         "sync_diff": float((emb[:n] - pol.to(emb.dtype)).abs().max()),
+                         "sync_diff": float((emb[:n] - pol.detach().to(emb.dtype)).abs().max()),
                          "moved": float((pol.detach() - initial).abs().max())})
             return out
 
