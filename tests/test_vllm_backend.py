@@ -68,7 +68,8 @@ def test_no_mask_args_mean_no_mask(args):
     ("vd_seed", -1, "vd_seed"), ("vd_seed", 1.5, "vd_seed"), ("vd_seed", True, "vd_seed"),
     ("vd_alpha", 0.0, "vd_alpha"), ("vd_alpha", 1.5, "vd_alpha"), ("vd_alpha", "0.5", "vd_alpha"),
     ("vd_n_real", 0, "vd_n_real"), ("vd_protected", [0, 50], "vd_protected"),
-    ("vd_protected", "0,1", "vd_protected"), ("vd_protected", 3, "vd_protected"),
+    ("vd_protected", "0,one", "vd_protected"), ("vd_protected", "0,50", "vd_protected"),
+    ("vd_protected", 3, "vd_protected"),
 ])
 def test_malformed_args_raise_naming_the_key(vd, key, value, match):
     with pytest.raises(ValueError, match=match):
