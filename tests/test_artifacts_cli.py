@@ -8,11 +8,11 @@ import os
 import pytest
 import yaml
 
-from vdlib import artifacts
+from vdlib import artifacts, layout
 from vdlib.cli import main, notebook_params_file
 from vdlib.config import load_params
-from vdlib.curriculum import proposal_records, valid_fraction
 from vdlib.generation import Sample
+from vdlib.proposals import proposal_records, valid_fraction
 
 
 def test_atomic_write_failure_keeps_old_file(tmp_path, monkeypatch):
@@ -36,12 +36,12 @@ def test_jsonl_round_trip_unicode(tmp_path):
 
 def test_start_run_writes_config_and_manifest(tmp_path):
     cfg = load_params({"profile": "tiny", "output_dir": str(tmp_path), "seed": 5})
-    path = artifacts.start_run(cfg)
+    path = layout.start_run(cfg)
     assert path == tmp_path / "quickstart" / "seed5"
     assert load_params(path / "config.yaml") == cfg
     first = json.loads((path / "manifest.json").read_text())
     assert first["seed"] == 5 and first["versions"]["torch"]
-    again = json.loads((artifacts.start_run(cfg) / "manifest.json").read_text())
+    again = json.loads((layout.start_run(cfg) / "manifest.json").read_text())
     assert again["started"] == first["started"]  # a resumed run keeps its start time
 
 
@@ -92,8 +92,8 @@ def test_params_file_naming(tmp_path):
 
 def test_generate_proposals_one_mask_per_batch(tiny_model_and_tokenizer):
     from vdlib.config import CurriculumConfig
-    from vdlib.curriculum import generate_proposals
     from vdlib.generation import HFEngine
+    from vdlib.proposals import generate_proposals
     from vdlib.vocab_dropout import VocabDropout, mask_seed
 
     model, tok = tiny_model_and_tokenizer

@@ -15,8 +15,9 @@ import yaml
 
 from vdlib.arms import arm_names, arm_params
 from vdlib.artifacts import read_jsonl
-from vdlib.coevolution import STAGES, filter_curriculum, run
+from vdlib.coevolution import STAGES, run
 from vdlib.config import ConfigError, load_params
+from vdlib.curriculum import filter_curriculum
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -135,7 +136,7 @@ def test_resume_after_a_real_kill_equals_an_uninterrupted_run(tmp_path):
 
 
 def test_merge_rank_records_orders_by_call_rank_index():
-    from vdlib.coevolution import merge_rank_records
+    from vdlib.distributed import merge_rank_records
 
     r0 = [{"call": c, "index": i} for c in range(2) for i in range(2)]
     r1 = [{"call": c, "index": i} for c in range(2) for i in range(2)]
@@ -149,23 +150,31 @@ def test_merge_rank_records_orders_by_call_rank_index():
 def test_rank_gating(tmp_path, monkeypatch, rank):
     """Two processes (faked): every rank trains, only the main one runs the other stages and
     writes timing / manifest; the barrier closes every stage."""
-    import vdlib.coevolution as co
-    from vdlib.coevolution import Loop
+    import dataclasses
 
-    monkeypatch.setattr(co, "world_size", lambda: 2)
-    monkeypatch.setattr(co, "rank", lambda: rank)
-    monkeypatch.setattr(co, "is_main_process", lambda: rank == 0)
+    import vdlib.coevolution as co
+    import vdlib.model_store as ms
+    from vdlib.coevolution import Loop
+    from vdlib.model_store import ModelStore
+
     barriers = []
-    monkeypatch.setattr(co, "barrier", lambda: barriers.append(1))
+    for mod in (co, ms):
+        monkeypatch.setattr(mod, "world_size", lambda: 2)
+        monkeypatch.setattr(mod, "is_main_process", lambda: rank == 0)
+        monkeypatch.setattr(mod, "barrier", lambda: barriers.append(1))
+    monkeypatch.setattr(ms, "rank", lambda: rank)
     monkeypatch.setattr(co, "broadcast_from_main", lambda value: False)  # main: not done yet
-    monkeypatch.setattr(Loop, "_build_base", lambda self, name, role: f"/base/{role}")
+    monkeypatch.setattr(ModelStore, "_build_base", lambda self, name, role: f"/base/{role}")
     ran = []
-    for stage in STAGES:
-        def fake(self, t, out, stage=stage):
-            ran.append(stage)
-            if stage == "metrics":
+
+    def fake(stage):
+        def run_stage(store, t, out):
+            ran.append(stage.name)
+            if stage.name == "metrics":
                 (out / "metrics.json").write_text(json.dumps({"iteration": t}))
-        monkeypatch.setattr(Loop, f"stage_{stage}", fake)
+        return dataclasses.replace(stage, run=run_stage)
+
+    monkeypatch.setattr(co, "STAGE_TABLE", tuple(fake(s) for s in co.STAGE_TABLE))
     cfg = load_params(tiny_params(tmp_path))
     loop = Loop(cfg)
     if rank == 1:  # what the main process wrote while this rank waited
@@ -178,21 +187,20 @@ def test_rank_gating(tmp_path, monkeypatch, rank):
     assert (loop.run_dir / "iter_1" / "timing.json").exists() == (rank == 0)
     # init + prepare_bases + one per stage + the end of the run
     assert len(barriers) == 2 + len(STAGES) + 1
-    assert loop.base(cfg.model.proposer, "proposer") == "/base/proposer"
+    assert loop.store.base(cfg.model.proposer, "proposer") == "/base/proposer"
 
 
 def test_generation_stages_keep_model_dtype_training_loads_fp32(tmp_path, monkeypatch):
-    import vdlib.coevolution as co
-    from vdlib.coevolution import Loop
+    import vdlib.model_store as ms
 
     calls = []
-    monkeypatch.setattr(co, "load_model", lambda path, dtype, device, cache_dir: calls.append(
+    monkeypatch.setattr(ms, "load_model", lambda path, dtype, device, cache_dir: calls.append(
         (dtype, device)))
     cfg = load_params(tiny_params(tmp_path, model={"proposer": "tiny-random", "device": "cuda",
                                                    "dtype": "bfloat16"}))
-    loop = Loop(cfg, start=False)
-    loop.load("x")
-    loop.load_policy("x", cfg.proposer.__class__(precision="bfloat16"))
+    store = ms.ModelStore(cfg)
+    store.load("x")
+    store.load_policy("x", cfg.proposer.__class__(precision="bfloat16"))
     assert calls == [("bfloat16", "cuda"), ("float32", "cuda")]
 
 
@@ -201,7 +209,7 @@ def test_process_helpers_under_two_real_processes(tmp_path):
     script = tmp_path / "dist_check.py"
     script.write_text(
         "import json, sys\n"
-        "from vdlib.coevolution import (init_distributed, rank, world_size, barrier,\n"
+        "from vdlib.distributed import (init_distributed, rank, world_size, barrier,\n"
         "    broadcast_from_main, gather_to_main, merge_rank_records, shutdown_distributed)\n"
         "init_distributed()\n"
         "barrier()\n"

@@ -139,10 +139,11 @@ def test_each_stage_samples_from_the_checkpoint_the_previous_stage_saved(tmp_pat
     from test_coevolution import tiny_params
 
     import vdlib.coevolution as co
+    import vdlib.model_store as ms
 
     opened: list[tuple[str, bool]] = []
     live = []
-    real = co.open_engine
+    real = ms.open_engine
 
     def recording(ecfg, path, **kw):
         opened.append((str(path), kw.get("training_device") is not None))
@@ -160,10 +161,10 @@ def test_each_stage_samples_from_the_checkpoint_the_previous_stage_saved(tmp_pat
 
         return Tracked()
 
-    monkeypatch.setattr(co, "open_engine", recording)
+    monkeypatch.setattr(ms, "open_engine", recording)
     result = co.run(tiny_params(tmp_path, iterations=2))
     run_dir = result.run_dir
-    base = co.Loop(load_params(tiny_params(tmp_path, iterations=2)), start=False).base(
+    base = ms.ModelStore(load_params(tiny_params(tmp_path, iterations=2))).base(
         "tiny-random", "solver")
     expect = [(base, True), (str(run_dir / "iter_1/proposer_model"), False), (base, False),
               (str(run_dir / "iter_1/solver_model"), True),

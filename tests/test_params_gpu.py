@@ -69,12 +69,14 @@ def test_params_check_rejects_an_unknown_engine(tmp_path, capsys):
 def test_unknown_engine_fails_before_any_model_loads(monkeypatch, tmp_path):
     import vdlib.coevolution
     import vdlib.engines
+    import vdlib.model_store
     import vdlib.models
+    import vdlib.stages
 
     def no_load(*args, **kwargs):
         raise AssertionError("a model or engine was loaded before validation")
 
-    for module in (vdlib.models, vdlib.coevolution, vdlib.engines):
+    for module in (vdlib.models, vdlib.model_store, vdlib.stages, vdlib.engines):
         for name in ("load_model", "open_engine"):
             if hasattr(module, name):
                 monkeypatch.setattr(module, name, no_load)

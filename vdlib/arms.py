@@ -20,10 +20,10 @@ An arm is a small dict merged over a base params dict (``arm_params``); its run 
 
 >>> arm_params({"vocab_dropout": {"alpha": 0.5}}, "gen_only")["vocab_dropout"]
 {'alpha': 0.75, 'phases': 'gen'}
->>> arm_params({}, "vd95")  # doctest: +ELLIPSIS
+>>> arm_params({}, "vd99")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-vdlib.registry.UnknownNameError: unknown arm 'vd95'; valid names: anneal, baseline, ...
+vdlib.registry.UnknownNameError: unknown arm 'vd99'; valid names: anneal, baseline, ...
 """
 
 from __future__ import annotations

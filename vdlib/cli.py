@@ -41,8 +41,9 @@ def _cmd_notebooks(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from vdlib.coevolution import init_distributed, is_main_process, run_arms, shutdown_distributed
+    from vdlib.coevolution import run_arms
     from vdlib.config import ConfigError, load_params
+    from vdlib.distributed import init_distributed, is_main_process, shutdown_distributed
 
     init_distributed()  # under `accelerate launch`: join the process group first
     try:

@@ -1,72 +1,36 @@
-"""Proposer outputs -> question records (the curriculum before scoring).
+"""The curriculum filter (paper Algorithm 1, line "keep questions in the difficulty window"):
+scored questions -> the solver's training set.
 
-:func:`generate_proposals` samples the proposer prompt ``n`` times with the curriculum settings
-and :func:`proposal_records` parses every sample into a JSON-ready record:
-``{"index", "question", "answer", "valid", "text", "finish_reason", "num_tokens", "seed",
-"mask_seed"}`` (``question`` / ``answer`` are None when the output does not follow the
-``<question>...</question>`` then ``\\boxed{...}`` format). Later stages add the solver's answers,
-majority answer and acc to the same records.
+A question is kept when it parsed (``valid``), the frozen solver's accuracy ``acc`` over its M
+answers lies in ``[tau_min, tau_max]`` (paper: 0.3-0.7) and it has a target: the proposer's
+stated answer (``target="proposer"``, the paper) or the solver's majority answer
+(``"majority"``, R-Zero).
+
+>>> qs = [{"valid": True, "acc": 0.5, "question": "q", "answer": "1", "majority": "2"},
+...       {"valid": True, "acc": 0.9, "question": "r", "answer": "3", "majority": "3"}]
+>>> [(k["question"], k["answer"]) for k in filter_curriculum(qs, 0.3, 0.7)]
+[('q', '1')]
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
-from vdlib.config import CurriculumConfig
-from vdlib.generation import GenerationEngine, Sample
-from vdlib.parsing import extract_proposal
-from vdlib.prompts import proposer_prompt
-from vdlib.seeding import derive_seed
-from vdlib.vocab_dropout import VocabDropout, mask_seed
-
-__all__ = ["generate_proposals", "proposal_records", "valid_fraction"]
+__all__ = ["filter_curriculum"]
 
 
-def generate_proposals(engine: GenerationEngine, tokenizer: Any, cfg: CurriculumConfig,
-                       n: int | None = None, seed: int = 0, iteration: int = 1,
-                       vocab_dropout: VocabDropout | None = None) -> list[Sample]:
-    """``n`` (default ``cfg.num_questions``) samples of the proposer prompt.
-
-    Generated in batches of ``cfg.batch_size``; batch ``b`` samples with
-    ``derive_seed(seed, "curriculum", iteration, b)`` and, with ``vocab_dropout``, under the
-    fresh mask of ``mask_seed(seed, iteration, "gen", b)`` (paper: one mask per generation batch).
-    """
-    prompt = proposer_prompt(tokenizer)
-    total = n or cfg.num_questions
-    samples: list[Sample] = []
-    for b, start in enumerate(range(0, total, cfg.batch_size)):
-        size = min(cfg.batch_size, total - start)
-        masking = {}
-        if vocab_dropout is not None:
-            masking = {"vocab_dropout": vocab_dropout,
-                       "mask_seed": mask_seed(seed, iteration, "gen", b)}
-        samples += engine.generate([prompt], n=size, temperature=cfg.temperature,
-                                   top_p=cfg.top_p, top_k=cfg.top_k,
-                                   max_new_tokens=cfg.max_new_tokens,
-                                   seed=derive_seed(seed, "curriculum", iteration, b), **masking)
-    return samples
-
-
-def proposal_records(samples: Sequence[Sample]) -> list[dict[str, Any]]:
-    """One parsed record per sample (see the module docstring), in sample order."""
-    records = []
-    for i, s in enumerate(samples):
-        proposal = extract_proposal(s.text)
-        records.append({
-            "index": i,
-            "question": proposal.question if proposal else None,
-            "answer": proposal.answer if proposal else None,
-            "valid": proposal is not None,
-            "text": s.text,
-            "finish_reason": s.finish_reason,
-            "num_tokens": len(s.token_ids),
-            "seed": s.seed,
-            "mask_seed": s.mask_seed,
-        })
-    return records
-
-
-def valid_fraction(records: Sequence[dict[str, Any]]) -> float:
-    """Fraction of records whose output parsed into a question and an answer (0 if empty)."""
-    return sum(r["valid"] for r in records) / len(records) if records else 0.0
+def filter_curriculum(questions: list[dict[str, Any]], tau_min: float, tau_max: float,
+                      target: str = "proposer") -> list[dict[str, Any]]:
+    """Questions in the difficulty window with a target answer (see the module docstring)."""
+    out = []
+    for q in questions:
+        acc = q.get("acc")
+        if not q.get("valid") or acc is None or not tau_min - 1e-9 <= acc <= tau_max + 1e-9:
+            continue
+        answer = q["answer"] if target == "proposer" else q.get("majority")
+        if answer is None:
+            continue
+        out.append({"question": q["question"], "answer": answer, "acc": acc,
+                    "proposer_answer": q["answer"], "majority": q.get("majority"),
+                    "mask_seed": q.get("mask_seed")})
+    return out

@@ -169,10 +169,10 @@ def evaluate_runs(runs: Mapping[RunKey, Path], cfg: ExperimentConfig, role: str 
 def evaluate_base(cfg: ExperimentConfig, model: str | None = None) -> EvalSummary:
     """The starting checkpoint of ``model`` (default ``cfg.solver_model``; format-warm-started
     when ``warm_start.mode`` is sft), under ``<output_dir>/<experiment>/base_eval/<name>/``."""
-    from vdlib.coevolution import Loop
+    from vdlib.model_store import ModelStore
 
     name = model or cfg.solver_model
-    path = Loop(cfg, start=False).base(name, "base")
+    path = ModelStore(cfg).base(name, "base")
     safe = name.strip("/").replace("/", "__")
     return evaluate_checkpoint(path, cfg, experiment_dir(cfg) / "base_eval" / safe)
 

@@ -51,7 +51,7 @@ def grpo_on_problems(model: Any, tok: Any, problems: Sequence[dict[str, Any]], g
     routes TRL's rollouts through vLLM (vdlib.engines.trl_vllm_args); None = transformers."""
     from datasets import Dataset
 
-    from vdlib.coevolution import is_main_process, world_size
+    from vdlib.distributed import is_main_process, world_size
     from vdlib.trainer import MaskedGRPOTrainer, SolverReward, release_rollout_engine, trl_args
 
     if not problems:
@@ -84,7 +84,8 @@ def grpo_on_problems(model: Any, tok: Any, problems: Sequence[dict[str, Any]], g
 def train_log(trainer: Any, reward: Any) -> dict[str, Any]:
     """Mean reward (over every rank's rollouts: call it on every rank) and TRL's log history
     without wall-clock fields (deterministic)."""
-    from vdlib.coevolution import gather_to_main, split_timing
+    from vdlib.distributed import gather_to_main
+    from vdlib.trainer import split_timing
 
     rewards = [r["reward"] for r in reward.records]
     per_rank = gather_to_main(rewards)
@@ -103,7 +104,7 @@ def train_transfer(cfg: ExperimentConfig, curriculum: str | Path, out_dir: str |
     ``transfer.epochs`` epochs (at most ``transfer.max_steps`` steps). Writes
     ``<out_dir>/model/`` and ``<out_dir>/train.json``; returns the model folder (existing: kept,
     nothing retrained). An empty curriculum leaves the fresh model untrained, and says so."""
-    from vdlib.coevolution import Loop
+    from vdlib.model_store import ModelStore
 
     out_dir = Path(out_dir)
     target = out_dir / "model"
@@ -111,13 +112,13 @@ def train_transfer(cfg: ExperimentConfig, curriculum: str | Path, out_dir: str |
         logger.info("transfer model %s exists; skipped", target)
         return target
     problems = read_jsonl(curriculum)
-    loop = Loop(cfg, start=False)
-    base = loop.base(cfg.model.transfer, "transfer")
-    model, tok = loop.load_policy(base, cfg.transfer)
+    store = ModelStore(cfg)
+    base = store.base(cfg.model.transfer, "transfer")
+    model, tok = store.load_policy(base, cfg.transfer)
     g = cfg.transfer
     if not problems:
         logger.warning("%s is empty: the transfer model stays untrained", curriculum)
-        loop.save_pretrained(model, tok, target)
+        store.save_pretrained(model, tok, target)
         atomic_write_json(out_dir / "train.json", {"skipped": "empty curriculum",
                                                    "base": base})
         return target
@@ -125,9 +126,9 @@ def train_transfer(cfg: ExperimentConfig, curriculum: str | Path, out_dir: str |
     steps = min(g.max_steps, math.ceil(rows / g.global_batch_size))
     trainer, reward = grpo_on_problems(
         model, tok, problems, g, out_dir / ".trl", seed=derive_seed(cfg.seed, "transfer", 0),
-        use_cpu=loop.use_cpu, rows=max(rows, steps * g.rollout_batch_size), max_steps=steps,
+        use_cpu=store.use_cpu, rows=max(rows, steps * g.rollout_batch_size), max_steps=steps,
         engine=cfg.engine)
-    loop.save_model(trainer, tok, target)
+    store.save_model(trainer, tok, target)
     atomic_write_json(out_dir / "train.json", {"base": base, "problems": len(problems),
                                                "epochs": g.epochs, "steps": steps,
                                                **train_log(trainer, reward)})
@@ -162,26 +163,28 @@ def run_single_policy(config: ExperimentConfig | dict | str) -> Path:
     alpha < 1 and the train phase is on (a fresh mask per step, seeded from
     ``(seed, 1, "train", step)``). Writes ``policy_model/`` and ``policy_train.json`` (its
     ``log_history`` holds the per-step policy ``entropy``) in the run folder; returns it."""
-    from vdlib.coevolution import Loop
-    from vdlib.vocab_dropout import mask_seed
+    from vdlib.layout import start_run
+    from vdlib.model_store import ModelStore
+    from vdlib.vocab_dropout import mask_seed, phase_mask
 
     cfg = config if isinstance(config, ExperimentConfig) else load_params(config)
-    loop = Loop(cfg)
-    target = loop.run_dir / "policy_model"
+    run_dir = start_run(cfg)
+    store = ModelStore(cfg, run_dir)
+    target = run_dir / "policy_model"
     if (target / "config.json").exists():
         logger.info("single-policy model %s exists; skipped", target)
-        return loop.run_dir
+        return run_dir
     sp = cfg.single_policy
     problems = training_problems(sp.dataset, sp.train_examples, cfg.seed)
-    model, tok = loop.load_policy(loop.base(cfg.model.proposer, "policy"), cfg.solver)
-    vd = loop.mask_for(model, tok, 1, "train")
+    model, tok = store.load_policy(store.base(cfg.model.proposer, "policy"), cfg.solver)
+    vd = phase_mask(cfg, 1, "train", tok, model=model)
     trainer, reward = grpo_on_problems(
-        model, tok, problems, cfg.solver, loop.run_dir / ".trl_policy",
-        seed=derive_seed(cfg.seed, "policy", 1), use_cpu=loop.use_cpu, vocab_dropout=vd,
+        model, tok, problems, cfg.solver, run_dir / ".trl_policy",
+        seed=derive_seed(cfg.seed, "policy", 1), use_cpu=store.use_cpu, vocab_dropout=vd,
         mask_seed_fn=(lambda step: mask_seed(cfg.seed, 1, "train", step)) if vd else None,
         engine=cfg.engine)
-    atomic_write_json(loop.run_dir / "policy_train.json", {
+    atomic_write_json(run_dir / "policy_train.json", {
         "dataset": sp.dataset, "problems": len(problems), "alpha": vd.alpha if vd else 1.0,
         "masked": vd is not None, "mask_log": trainer.mask_log, **train_log(trainer, reward)})
-    loop.save_model(trainer, tok, target)
-    return loop.run_dir
+    store.save_model(trainer, tok, target)
+    return run_dir

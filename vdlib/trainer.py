@@ -49,7 +49,7 @@ from vdlib.vocab_dropout import VocabDropout
 
 __all__ = ["MaskedGRPOTrainer", "trl_args", "training_dtypes", "lm_head_mask", "ProposerReward",
            "SolverReward", "completion_text", "check_rollouts_masked", "prepare_vllm_rollouts",
-           "release_rollout_engine"]
+           "release_rollout_engine", "split_timing"]
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +107,17 @@ def prepare_vllm_rollouts(masked: bool) -> None:
                 "GRPO rollouts through vLLM under a vocabulary mask need vdlib's logits "
                 f"processor in the {ENTRY_POINT_GROUP!r} entry-point group, which TRL's vLLM "
                 "loads; install vdlib (pip install -e .) or set engine.rollouts: hf")
+
+
+_TIMING_KEYS = ("train_runtime", "train_samples_per_second", "train_steps_per_second",
+                "step_time")
+
+
+def split_timing(history: list[dict[str, Any]]) -> dict[str, Any]:
+    """TRL's log history without its wall-clock fields, so the same seed gives the same file
+    (stage wall-clock times go to ``timing.json``)."""
+    return {"log_history": [{k: v for k, v in row.items() if k not in _TIMING_KEYS}
+                            for row in history]}
 
 
 def release_rollout_engine(trainer: Any) -> None:

@@ -53,6 +53,9 @@ from vdlib.seeding import derive_seed
 __all__ = [
     "DEFAULT_FORMAT_STRINGS",
     "PHASES",
+    "PHASE_SETTINGS",
+    "iteration_alpha",
+    "phase_mask",
     "SCHEDULES",
     "protected_token_ids",
     "VocabDropout",
@@ -67,9 +70,9 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 DEFAULT_FORMAT_STRINGS = ("<question>", "</question>", "\\boxed{", "}")
-PHASES = ("both", "train", "gen", "none")
+PHASE_SETTINGS = ("both", "train", "gen", "none")  # vocab_dropout.phases: where the mask acts
 SCHEDULES = ("fixed", "linear")
-STAGES = ("train", "gen")
+PHASES = ("train", "gen")  # the mask phases: GRPO rollouts, curriculum generation
 
 # Contexts in which a format string is tokenised: start of text, after a space, a newline, two
 # newlines, a word, a digit, punctuation; followed by nothing, a newline, a space, a word or digit.
@@ -324,8 +327,8 @@ def mask_seed(run_seed: int, iteration: int, phase: str, step: int) -> int:
     (curriculum generation; ``step`` = the generation batch). Stored with every sample, so any
     output can be re-checked against its mask.
     """
-    if phase not in STAGES:
-        raise ValueError(f"phase = {phase!r} is not allowed; allowed values: {', '.join(STAGES)}")
+    if phase not in PHASES:
+        raise ValueError(f"phase = {phase!r} is not allowed; allowed values: {', '.join(PHASES)}")
     return derive_seed(run_seed, "vocab_dropout", int(iteration), phase, int(step))
 
 
@@ -345,11 +348,38 @@ def alpha_at(iteration: int, iterations: int, *, alpha: float, alpha_final: floa
     return alpha + (alpha_final - alpha) * (iteration - 1) / (iterations - 1)
 
 
-def mask_active(phases: str, stage: str) -> bool:
-    """Whether the mask applies in ``stage`` ("train": proposer GRPO rollouts; "gen": curriculum
+def mask_active(phases: str, phase: str) -> bool:
+    """Whether the mask applies in ``phase`` ("train": proposer GRPO rollouts; "gen": curriculum
     generation) under the ``phases`` setting (both / train / gen / none)."""
-    if phases not in PHASES:
-        raise ValueError(f"phases = {phases!r} is not allowed; allowed values: {', '.join(PHASES)}")
-    if stage not in STAGES:
-        raise ValueError(f"stage = {stage!r} is not allowed; allowed values: {', '.join(STAGES)}")
-    return phases == "both" or phases == stage
+    if phases not in PHASE_SETTINGS:
+        raise ValueError(f"phases = {phases!r} is not allowed; allowed values: "
+                         f"{', '.join(PHASE_SETTINGS)}")
+    if phase not in PHASES:
+        raise ValueError(f"phase = {phase!r} is not allowed; allowed values: {', '.join(PHASES)}")
+    return phases == "both" or phases == phase
+
+
+# ----------------------------------------------------------------------------- a run's masks
+
+
+def iteration_alpha(cfg: Any, t: int) -> float:
+    """The schedule's alpha at iteration ``t`` (before the phase switch: see :func:`phase_mask`)."""
+    vd = cfg.vocab_dropout
+    return alpha_at(t, cfg.iterations, alpha=vd.alpha, alpha_final=vd.alpha_final,
+                    schedule=vd.schedule)
+
+
+def phase_mask(cfg: Any, t: int, phase: str, tok: Any, *, model: Any = None,
+               path: str | None = None) -> VocabDropout | None:
+    """Iteration ``t``'s mask for ``phase`` (``train`` or ``gen``) over ``model``'s logits or,
+    without loading weights, the checkpoint at ``path``; None when the phase is off or alpha
+    is 1 (the unmasked baseline runs without any processor)."""
+    vd = cfg.vocab_dropout
+    alpha = iteration_alpha(cfg, t)
+    if not mask_active(vd.phases, phase) or alpha >= 1.0:
+        return None
+    if model is not None:
+        return VocabDropout.for_model(model, tok, alpha, vd.format_strings,
+                                      vd.extra_protected_ids)
+    return VocabDropout.for_checkpoint(path, tok, alpha, vd.format_strings,
+                                       vd.extra_protected_ids)

@@ -1,0 +1,191 @@
+"""The checkpoints of one run: where each role's weights are, and how they are built, loaded,
+saved and sampled from, under one process or several.
+
+- **Bases** (iteration 0): a registered model saved once into the run (``base_models/``), a
+  directory or Hub id as given, or the format warm-start of ``warm_start.mode: sft`` (cached per
+  machine). Under several processes the main one builds them first (:meth:`prepare_bases`).
+- **Trained roles**: ``iter_<t>/proposer_model`` and ``iter_<t>/solver_model`` (:meth:`proposer`,
+  :meth:`solver`; t = 0 is the base).
+- **Loading**: :meth:`load` for generation only (``model.dtype`` on GPU), :meth:`load_policy` for
+  a GRPO stage (float32 master weights, see :func:`vdlib.trainer.training_dtypes`).
+- **Saving**: :meth:`save_model` saves a trained policy once (every rank takes part under
+  ZeRO-3 / FSDP; the main one writes), atomically.
+- **Sampling**: :meth:`engine` opens the ``engine.backend`` engine on a checkpoint for one stage
+  (vdlib.engines).
+
+The loop (vdlib.coevolution), curriculum transfer and single-policy GRPO (vdlib.policy) and
+the notebooks' grids (vdlib.experiments) all reach weights through this class.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from vdlib.config import ExperimentConfig
+from vdlib.distributed import (
+    _deepspeed_fp32_state_dict,
+    barrier,
+    is_main_process,
+    local_rank,
+    rank,
+    world_size,
+)
+from vdlib.engines import open_engine, rollout_mode
+from vdlib.layout import iteration_dir, run_path
+from vdlib.models import MODELS, atomic_build_dir, load_model, resolve_device
+
+__all__ = ["ModelStore"]
+
+logger = logging.getLogger(__name__)
+
+
+class ModelStore:
+    """One run's checkpoints (see the module docstring). ``run_dir``: the run's folder
+    (default: the config's, :func:`vdlib.layout.run_path`)."""
+
+    def __init__(self, cfg: ExperimentConfig, run_dir: Path | None = None) -> None:
+        self.cfg = cfg
+        self.run_dir = Path(run_dir) if run_dir is not None else run_path(cfg)
+        self.device = str(resolve_device(cfg.model.device))
+        if world_size() > 1 and self.device.startswith("cuda"):
+            self.device = f"cuda:{local_rank()}"  # one GPU per rank
+        self.use_cpu = self.device == "cpu"
+        if world_size() > 1:
+            logger.info("process %d of %d on %s", rank(), world_size(), self.device)
+        self._bases: dict[tuple[str, str], str] = {}
+
+    # ---------------------------------------------------------------- where
+
+    def base(self, name: str, role: str) -> str:
+        """Iteration-0 checkpoint of a role: the base model, format-warm-started if asked."""
+        key = (name, role)
+        if key not in self._bases:
+            self._bases[key] = self._build_base(name, role)
+        return self._bases[key]
+
+    def _build_base(self, name: str, role: str) -> str:
+        cfg = self.cfg
+        if cfg.warm_start.mode == "sft":
+            from vdlib.warm_start import warm_start_dir
+
+            return str(warm_start_dir(name, cfg.warm_start, seed=cfg.seed,
+                                      cache_dir=cfg.model.cache_dir, device=self.device))
+        return self._materialise(name, role)
+
+    def _materialise(self, name: str, role: str) -> str:
+        """A path (or Hub id) TRL can load: registered names are saved once into the run."""
+        if Path(name).expanduser().is_dir():
+            return str(Path(name).expanduser())
+        if name not in MODELS:
+            return name  # Hugging Face id
+        target = self.run_dir / "base_models" / f"{role}-{name}"
+        if not (target / "config.json").exists():
+            model, tok = load_model(name, dtype="float32", device="cpu",
+                                    cache_dir=self.cfg.model.cache_dir)
+            self.save_pretrained(model, tok, target)
+        return str(target)
+
+    def prepare_bases(self) -> None:
+        """Build both roles' iteration-0 checkpoints on the main process first (they are written
+        into the run or the cache), then resolve them on the other ranks."""
+        if world_size() == 1:
+            return
+        pairs = ((self.cfg.model.proposer, "proposer"), (self.cfg.solver_model, "solver"))
+        if is_main_process():
+            for name, role in pairs:
+                self.base(name, role)
+        barrier()
+        if not is_main_process():
+            for name, role in pairs:
+                self.base(name, role)
+
+    def proposer(self, t: int) -> str:
+        """The proposer after iteration ``t`` (t = 0: its base)."""
+        return str(iteration_dir(self.run_dir, t) / "proposer_model") if t else \
+            self.base(self.cfg.model.proposer, "proposer")
+
+    def solver(self, t: int) -> str:
+        """The solver after iteration ``t`` (t = 0: its base)."""
+        return str(iteration_dir(self.run_dir, t) / "solver_model") if t else \
+            self.base(self.cfg.solver_model, "solver")
+
+    # ---------------------------------------------------------------- load / save
+
+    def load(self, path: str) -> tuple[Any, Any]:
+        """A model for generation only: ``model.dtype`` on GPU, float32 on CPU."""
+        return load_model(path, dtype=self.cfg.model.dtype if not self.use_cpu else "float32",
+                          device=self.device, cache_dir=self.cfg.model.cache_dir)
+
+    def load_policy(self, path: str, g: Any) -> tuple[Any, Any]:
+        """The policy a GRPO stage trains (role settings ``g``): float32 master weights, with
+        TRL's bf16/fp16 autocast when ``g.precision`` asks for it (:func:`training_dtypes`)."""
+        from vdlib.trainer import training_dtypes
+
+        policy_dtype, _ = training_dtypes(g.precision, self.use_cpu)
+        return load_model(path, dtype=policy_dtype, device=self.device,
+                          cache_dir=self.cfg.model.cache_dir)
+
+    def save_model(self, trainer: Any, tok: Any, target: Path) -> None:
+        """Save a trained policy once. Several processes: every rank calls TRL's ``save_model``
+        (ZeRO-3 / FSDP gather the weights there), only the main one writes, into one shared
+        temporary folder that it then renames."""
+        if world_size() > 1:
+            tmp = target.parent / f".{target.name}.tmp-dist"
+            if is_main_process():
+                shutil.rmtree(tmp, ignore_errors=True)
+            barrier()
+            fp32 = _deepspeed_fp32_state_dict(trainer)  # collective: every rank
+            if fp32 is None:
+                trainer.save_model(str(tmp))
+            elif is_main_process():
+                trainer.accelerator.unwrap_model(trainer.model_wrapped).save_pretrained(
+                    tmp, state_dict=fp32)
+            barrier()
+            if is_main_process():
+                tok.save_pretrained(tmp)
+                (tmp / "training_args.bin").unlink(missing_ok=True)
+                os.rename(tmp, target)
+            barrier()
+            return
+
+        def build(tmp: Path) -> None:
+            trainer.save_model(str(tmp))
+            tok.save_pretrained(tmp)
+            (tmp / "training_args.bin").unlink(missing_ok=True)  # holds paths: not an artifact
+
+        atomic_build_dir(target, build)
+
+    @staticmethod
+    def save_pretrained(model: Any, tok: Any, target: Path) -> None:
+        """Save an (untrained) model and its tokenizer atomically."""
+        def build(tmp: Path) -> None:
+            model.save_pretrained(tmp)
+            tok.save_pretrained(tmp)
+
+        atomic_build_dir(target, build)
+
+    # ---------------------------------------------------------------- sample
+
+    @contextmanager
+    def engine(self, path: str, max_new_tokens: int, *, seed: int = 0,
+               batch_size: int | None = None, training: bool = False) -> Iterator[Any]:
+        """The ``engine.backend`` engine over checkpoint ``path`` for one stage (vdlib.engines):
+        always started from the checkpoint on disk, so it samples from the weights the
+        previous stage saved, and released when the stage ends. ``training``: a trainer holds
+        this process's GPU meanwhile (the proposer phase's reward); beside TRL's colocated vLLM
+        the engine then runs eager (two in-process engines share vLLM's CUDA-graph state)."""
+        e = self.cfg.engine
+        shares = training and e.backend == "vllm" and rollout_mode(e) == "colocate"
+        with open_engine(e, path, device=self.device,
+                         dtype=self.cfg.model.dtype if not self.use_cpu else "float32",
+                         cache_dir=self.cfg.model.cache_dir, max_new_tokens=max_new_tokens,
+                         batch_size=batch_size, seed=seed,
+                         training_device=self.device if training else None,
+                         enforce_eager=True if shares else None) as eng:
+            yield eng
