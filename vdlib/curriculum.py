@@ -16,7 +16,21 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["filter_curriculum"]
+__all__ = ["filter_curriculum", "in_window", "WINDOW_TOLERANCE"]
+
+#: acc = k / M is compared with the window's bounds with this tolerance (so that e.g. a sum of
+#: floats that should be 0.3 still counts); the one definition of the window in vdlib: the
+#: proposer reward (vdlib.rewards), this filter and the verifier tables use it.
+WINDOW_TOLERANCE = 1e-9
+
+
+def in_window(acc: float | None, tau_min: float, tau_max: float) -> bool:
+    """``tau_min <= acc <= tau_max`` (with :data:`WINDOW_TOLERANCE`); None is outside.
+
+    >>> in_window(0.3, 0.3, 0.7), in_window(0.8, 0.3, 0.7), in_window(None, 0.3, 0.7)
+    (True, False, False)
+    """
+    return acc is not None and tau_min - WINDOW_TOLERANCE <= acc <= tau_max + WINDOW_TOLERANCE
 
 
 def filter_curriculum(questions: list[dict[str, Any]], tau_min: float, tau_max: float,
@@ -25,7 +39,7 @@ def filter_curriculum(questions: list[dict[str, Any]], tau_min: float, tau_max: 
     out = []
     for q in questions:
         acc = q.get("acc")
-        if not q.get("valid") or acc is None or not tau_min - 1e-9 <= acc <= tau_max + 1e-9:
+        if not q.get("valid") or not in_window(acc, tau_min, tau_max):
             continue
         answer = q["answer"] if target == "proposer" else q.get("majority")
         if answer is None:

@@ -294,6 +294,7 @@ def composition_frame(runs: Mapping[RunKey, Path], cfg: ExperimentConfig, iterat
     import pandas as pd
 
     from vdlib.artifacts import read_jsonl
+    from vdlib.curriculum import in_window
     from vdlib.metrics import vendi_score
     from vdlib.metrics.embeddings import embed
     from vdlib.verification import make_verifier
@@ -310,8 +311,8 @@ def composition_frame(runs: Mapping[RunKey, Path], cfg: ExperimentConfig, iterat
     rows = []
     for (arm, seed), run_dir in runs.items():
         questions = read_jsonl(Path(run_dir) / f"iter_{iteration}" / "questions.jsonl")
-        band = [q for q in questions if q.get("valid") and q.get("acc") is not None
-                and s.tau_min <= q["acc"] <= s.tau_max]
+        band = [q for q in questions if q.get("valid") and in_window(q.get("acc"), s.tau_min,
+                                                                      s.tau_max)]
         texts = [q["question"] for q in band]
         posed = verifier.label_well_posed(texts)
         checked = verifier.check_answers(band)

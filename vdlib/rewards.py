@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from vdlib.bleu_penalty import bleu_cluster_penalty
+from vdlib.curriculum import in_window
 from vdlib.grading import is_equivalent
 from vdlib.parsing import extract_boxed
 
@@ -36,7 +37,6 @@ __all__ = ["proposer_reward", "total_proposer_reward", "solver_reward", "bleu_cl
            "VARIANTS"]
 
 VARIANTS = ("paper", "rzero")
-_EPS = 1e-9  # acc = k / M is compared to the window with a tolerance (3/10 == 0.3 exactly anyway)
 
 
 def proposer_reward(accs: Sequence[float | None], tau_min: float = 0.3, tau_max: float = 0.7,
@@ -55,7 +55,7 @@ def proposer_reward(accs: Sequence[float | None], tau_min: float = 0.3, tau_max:
             continue
         if not 0.0 <= acc <= 1.0:
             raise ValueError(f"acc = {acc} is outside [0, 1]")
-        inside = tau_min - _EPS <= acc <= tau_max + _EPS
+        inside = in_window(acc, tau_min, tau_max)
         out.append(float(min(acc, 1.0 - acc)) if variant == "rzero" or inside else 0.0)
     return out
 

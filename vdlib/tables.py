@@ -37,6 +37,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from vdlib.config import ScoringConfig
+from vdlib.curriculum import in_window
 from vdlib.evaluation import EvalSummary, format_table, latex_escape
 from vdlib.paper_values import ARM_LABELS, paper_cells, paper_values
 
@@ -48,6 +50,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+#: the paper's difficulty window, from the config's defaults (its single source)
+TAU_MIN, TAU_MAX = ScoringConfig().tau_min, ScoringConfig().tau_max
 
 ARM_ORDER = ["base", "baseline", "vd95", "vd85", "vd85_gen", "vd75", "train_only", "gen_only",
              "anneal", "kl_cov", "clip_cov"]
@@ -505,7 +510,8 @@ def correctness_table(correctness: pd.DataFrame, fmt: str | None = None, *,
 def wellposed_table(composition: pd.DataFrame, fmt: str | None = None, *,
                     vendi: pd.DataFrame | None = None,
                     arms: Sequence[str] | None = ("baseline", "vd75"),
-                    band: tuple[float, float] = (0.3, 0.7), iteration: int | None = None) -> Any:
+                    band: tuple[float, float] = (TAU_MIN, TAU_MAX),
+                    iteration: int | None = None) -> Any:
     """tab:wellposed at ``iteration`` (default each run's last): Filter pass (questions in the
     difficulty ``band``), Pass rate (% of generated), Well-posed and Correct (verifier
     judgments of the band's questions), mean +- SE over seeds, and Delta Vendi = arm minus
@@ -554,7 +560,8 @@ def _runs_from_questions(questions: pd.DataFrame, band: tuple[float, float]) -> 
     _require(questions, ["arm", "seed", "iteration", "well_posed", "correct"], "questions")
     rows = []
     for (arm, seed, t), d in questions.groupby(["arm", "seed", "iteration"], dropna=False):
-        inb = d["in_band"].astype(bool) if "in_band" in d else d["acc"].between(*band)
+        inb = d["in_band"].astype(bool) if "in_band" in d else \
+            d["acc"].map(lambda a: in_window(None if pd.isna(a) else a, *band))
         rows.append((arm, seed, t, int(inb.sum()), inb.sum() / len(d),
                      int((inb & (d["well_posed"] == True)).sum()),  # noqa: E712 (None: no verdict)
                      int((inb & d["correct"].fillna(False).astype(bool)).sum())))
