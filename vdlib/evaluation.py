@@ -56,6 +56,7 @@ from vdlib.seeding import derive_seed
 
 __all__ = [
     "BENCHMARKS",
+    "gsm8k_gold",
     "BenchmarkResult",
     "BenchmarkSpec",
     "BenchmarkUnavailableError",
@@ -136,16 +137,30 @@ def strip_dollars(answer: str) -> str:
     return s
 
 
+def gsm8k_gold(solution: Any) -> str | None:
+    """GSM8K's gold answer: what follows the last ``####`` of a solution, without thousands
+    separators; None when there is no ``####`` line (the one parser of it in vdlib: evaluation
+    and the GSM8K training problems of single-policy GRPO).
+
+    >>> gsm8k_gold("3 + 4 = 7\\n#### 1,007"), gsm8k_gold("no gold")
+    ('1007', None)
+    """
+    raw = str(solution)
+    if "####" not in raw:
+        return None
+    return raw.rsplit("####", 1)[1].strip().replace(",", "")
+
+
 def _math_converter(name: str, *, gsm8k: bool = False, dollars: bool = False):
     def convert(row: dict[str, Any], index: int) -> dict[str, Any]:
         problem = strip_cot_suffix(str(_first(row, ("problem", "question", "Problem"),
                                               "problem"))).strip()
         raw = _first(row, ("answer", "final_answer", "Answer", "solution"), "answer")
         if gsm8k:
-            raw = str(raw)
-            if "####" not in raw:
+            gold = gsm8k_gold(raw)
+            if gold is None:
                 raise ValueError(f"{name} record {index}: answer has no '#### ' gold line")
-            answer = raw.rsplit("####", 1)[1].strip().replace(",", "")
+            answer = gold
         else:
             answer = _answer_str(raw)
         if dollars:

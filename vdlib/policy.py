@@ -150,9 +150,10 @@ def training_problems(dataset: str, limit: int | None, seed: int) -> list[dict[s
     if dataset == "gsm8k":
         from datasets import load_dataset
 
+        from vdlib.evaluation import gsm8k_gold
+
         rows = load_dataset("openai/gsm8k", "main", split="train")
-        out = [{"question": r["question"], "answer": r["answer"].split("####")[-1].strip()
-                .replace(",", "")} for r in rows]
+        out = [{"question": r["question"], "answer": gsm8k_gold(r["answer"])} for r in rows]
         return out[:limit] if limit is not None else out
     raise ValueError(f"single_policy.dataset = {dataset!r}; allowed: gsm8k, gsm_symbolic")
 
