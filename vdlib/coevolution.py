@@ -149,7 +149,7 @@ def _summary(m: dict[str, Any]) -> str:
     return ", ".join(f"{k}={m.get(k)}" for k in keys)
 
 
-def _check_supported(cfg: ExperimentConfig) -> None:
+def check_supported(cfg: ExperimentConfig) -> None:
     for role in ("proposer", "solver"):
         if getattr(cfg, role).cov_scope != "micro_batch":
             raise ConfigError(f"{role}.cov_scope = 'mini_batch' is not supported by the TRL "
@@ -186,7 +186,7 @@ def run(config: ExperimentConfig | str | dict, on_stage: Callable[[int, str], No
     dict); returns the run folder and each iteration's metrics. ``config.arms`` is ignored
     here: see :func:`run_arms`."""
     cfg = config if isinstance(config, ExperimentConfig) else load_params(config)
-    _check_supported(cfg)
+    check_supported(cfg)
     init_distributed()
     check_visible_gpus(cfg)
     return Loop(cfg).run(on_stage)
@@ -205,5 +205,5 @@ def run_arms(config: ExperimentConfig | str | dict,
     base = to_dict(cfg)
     configs = {arm: load_params(arm_params(base, arm)) for arm in cfg.arms}  # validate all first
     for c in configs.values():
-        _check_supported(c)
+        check_supported(c)
     return {arm: run(c, on_stage) for arm, c in configs.items()}

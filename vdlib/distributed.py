@@ -119,7 +119,7 @@ def merge_rank_records(per_rank: list[list[dict[str, Any]]]) -> list[dict[str, A
     return sorted(merged, key=lambda r: (r["call"], r["rank"], r["index"]))
 
 
-def _deepspeed_fp32_state_dict(trainer: Any) -> dict[str, Any] | None:
+def deepspeed_fp32_state_dict(trainer: Any) -> dict[str, Any] | None:
     """Under DeepSpeed the module holds bf16/fp16 weights and the fp32 master weights live in
     its optimizer; TRL's ``save_model`` saves the module's low-precision copy, which would round
     away the iteration's small updates (lr 1e-6) at every checkpoint. This gathers the fp32

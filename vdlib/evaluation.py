@@ -716,7 +716,7 @@ def latex_escape(text: str) -> str:
     return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
 
 
-def _display(name: str) -> str:
+def display_name(name: str) -> str:
     return BENCHMARKS.get(name).display if name in BENCHMARKS else name
 
 
@@ -734,7 +734,7 @@ def format_table(summaries: Mapping[str, EvalSummary], fmt: str = "markdown",
         benchmarks = list(dict.fromkeys(b for s in summaries.values() for b in s.results))
     cols: list[tuple[str, Callable[[EvalSummary], tuple[float, float | None] | None]]] = []
     for b in benchmarks:
-        cols.append((_display(b), lambda s, b=b: (s.results[b].mean, s.results[b].se)
+        cols.append((display_name(b), lambda s, b=b: (s.results[b].mean, s.results[b].se)
                      if b in s.results else None))
     if average and benchmarks:
         cols.append(("Avg.", lambda s: s.average(benchmarks)

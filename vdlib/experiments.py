@@ -69,7 +69,7 @@ def run_grid(config: ExperimentConfig | Mapping[str, Any] | str,
     and validated before the first run starts. ``runner(cfg)`` runs one arm's config (default:
     the co-evolution loop); it may return a folder or a :class:`RunResult`."""
     from vdlib.arms import arm_params
-    from vdlib.coevolution import _check_supported, run
+    from vdlib.coevolution import check_supported, run
     from vdlib.config import to_dict
 
     cfg = _cfg(config)
@@ -80,7 +80,7 @@ def run_grid(config: ExperimentConfig | Mapping[str, Any] | str,
         for arm in arms:
             grid[(arm, c.seed)] = load_params(arm_params(base, arm)) if cfg.arms else c
     for c in grid.values():
-        _check_supported(c)
+        check_supported(c)
     out: dict[RunKey, Path] = {}
     for (arm, seed), c in grid.items():
         logger.info("run %s seed %d", arm, seed)

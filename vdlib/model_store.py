@@ -29,8 +29,8 @@ from typing import Any
 
 from vdlib.config import ExperimentConfig
 from vdlib.distributed import (
-    _deepspeed_fp32_state_dict,
     barrier,
+    deepspeed_fp32_state_dict,
     is_main_process,
     local_rank,
     rank,
@@ -140,7 +140,7 @@ class ModelStore:
             if is_main_process():
                 shutil.rmtree(tmp, ignore_errors=True)
             barrier()
-            fp32 = _deepspeed_fp32_state_dict(trainer)  # collective: every rank
+            fp32 = deepspeed_fp32_state_dict(trainer)  # collective: every rank
             if fp32 is None:
                 trainer.save_model(str(tmp))
             elif is_main_process():

@@ -72,17 +72,17 @@ def load_eval_summary(path: str | os.PathLike) -> EvalSummary:
 def load_correctness(run_dirs: str | os.PathLike | Iterable[str | os.PathLike]) -> pd.DataFrame:
     """``arm, seed, iteration, correctness`` from each run's
     ``verification/proposer_correctness.json`` (runs without one are skipped)."""
-    from vdlib.metrics.run_metrics import _arm_and_seed, _run_folders
+    from vdlib.metrics.run_metrics import arm_and_seed, run_folders
 
     if isinstance(run_dirs, str | os.PathLike):
         run_dirs = [run_dirs]
     rows = []
-    for run in _run_folders(run_dirs):
+    for run in run_folders(run_dirs):
         f = run / "verification" / "proposer_correctness.json"
         if not f.is_file():
             logger.warning("%s: no verification/proposer_correctness.json; skipped", run)
             continue
-        arm, seed = _arm_and_seed(run)
+        arm, seed = arm_and_seed(run)
         for t, v in json.loads(f.read_text())["correctness"].items():
             rows.append((arm, seed, int(t), np.nan if v is None else float(v)))
     return pd.DataFrame(rows, columns=["arm", "seed", "iteration", "correctness"])
@@ -285,9 +285,9 @@ def _eval_table(summaries: Mapping[str, EvalSummary], label: str, groups: Sequen
 
 def _paper_only(rows: list[list[str]], benchmarks: Sequence[str], fmt: str,
                 avg: bool = True) -> str:
-    from vdlib.evaluation import _display
+    from vdlib.evaluation import display_name
 
-    header = ["Model", *(_display(b) for b in benchmarks)] + (["Avg."] if avg else [])
+    header = ["Model", *(display_name(b) for b in benchmarks)] + (["Avg."] if avg else [])
     if fmt == "markdown":
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows]) + "\n"

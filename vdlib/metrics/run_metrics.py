@@ -258,7 +258,7 @@ def write_iteration_metrics(iter_dir: str | os.PathLike, t: int, alpha: float, *
     return metrics
 
 
-def _run_folders(paths: Iterable[str | os.PathLike]) -> list[Path]:
+def run_folders(paths: Iterable[str | os.PathLike]) -> list[Path]:
     """Run folders (with ``config.yaml``) among ``paths``; an experiment folder expands to its
     runs."""
     out: list[Path] = []
@@ -276,7 +276,7 @@ def _run_folders(paths: Iterable[str | os.PathLike]) -> list[Path]:
     return out
 
 
-def _arm_and_seed(run: Path) -> tuple[str, int | None]:
+def arm_and_seed(run: Path) -> tuple[str, int | None]:
     import yaml
 
     cfg = yaml.safe_load((run / "config.yaml").read_text()) or {}
@@ -301,8 +301,8 @@ def summary_metrics(run_dirs: str | os.PathLike | Iterable[str | os.PathLike]):
     if isinstance(run_dirs, str | os.PathLike):
         run_dirs = [run_dirs]
     rows = []
-    for run in _run_folders(run_dirs):
-        arm, seed = _arm_and_seed(run)
+    for run in run_folders(run_dirs):
+        arm, seed = arm_and_seed(run)
         iters = sorted((int(m[1]), d) for d in run.iterdir()
                        if (m := _ITER_DIR.match(d.name)) and (d / "metrics.json").exists())
         for t, d in iters:
