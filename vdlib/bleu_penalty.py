@@ -1,6 +1,6 @@
 """R-Zero's BLEU-cluster repetition penalty for the proposer reward, computed fast and exactly.
 
-Definition (R-Zero's code, as summarised in ``../shared/reference/rzero_facts.md``, "Proposer
+Definition (R-Zero's code, github.com/Chengsong-Huang/R-Zero, "Proposer
 reward"): for a batch of ``n`` questions, tokens are ``s.split()`` (whitespace) and the distance
 matrix is ``d[i][i] = 0`` and, for ``i < j``,
 ``d[i][j] = d[j][i] = 1 - nltk.translate.bleu_score.sentence_bleu([tokens_j], tokens_i,

@@ -59,7 +59,7 @@ __all__ = [
 
 PAPER = "paper, App. 'Training hyperparameters' (tab:training_hypers)"
 SETUP = "paper, Sec. 'Experiments / Setup'"
-RZERO = "R-Zero code (../shared/reference/rzero_facts.md); the paper does not state it"
+RZERO = "R-Zero's code (github.com/Chengsong-Huang/R-Zero); the paper does not state it"
 VDLIB = "vdlib choice; the paper does not state it"
 
 

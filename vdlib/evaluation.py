@@ -351,7 +351,7 @@ def load_benchmark(name: str, data_dir: str | Path | None = None, limit: int | N
     """Items ``{"id", "problem", "answer", "index", ...metadata}`` of benchmark ``name``.
 
     With ``data_dir``, reads ``<data_dir>/<name>/test.jsonl`` (the layout of
-    ``../shared/benchmarks``; rows carry the same fields as the Hub rows); else the pinned Hub
+    a copy of the real test files; rows carry the same fields as the Hub rows); else the pinned Hub
     dataset (an error under ``HF_HUB_OFFLINE=1``). Stand-ins ignore ``data_dir``;
     ``gsm_symbolic`` draws ``limit`` items from ``seed``. ``limit`` keeps the first N items.
     Multiple-choice items also carry ``choices`` (the valid letters).

@@ -5,7 +5,7 @@ surrogate with a k3 ("low-variance") KL term to the reference policy, as in the 
 "Preliminaries", R-Zero (verl/EasyR1) and TRL's ``GRPOTrainer`` with ``beta > 0``. KL-Cov and
 Clip-Cov: Cui et al. 2025, "The Entropy Mechanism of Reinforcement Learning for Reasoning
 Language Models", with the semantics of verl's ``core_algos.compute_policy_loss_kl_cov`` and
-``compute_policy_loss_clip_cov`` (../shared/reference/ecosystem_facts.md). The paper's values
+``compute_policy_loss_clip_cov`` (verl's ``core_algos.py``). The paper's values
 are the defaults: KL-Cov k = 2e-3, coefficient 1.0; Clip-Cov rho = 2e-4, bounds (1, 5); GRPO
 beta = 1e-2.
 

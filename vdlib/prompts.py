@@ -1,6 +1,6 @@
 """The paper's prompts and their application through a tokenizer's chat template.
 
-Texts (paper, appendix "Prompt templates"; ../shared/reference/rzero_facts.md):
+Texts (paper, appendix "Prompt templates"; R-Zero's code):
 
 - proposer: R-Zero's questioner system message and user message (every proposer prompt is
   identical; GRPO groups are G samples of it);

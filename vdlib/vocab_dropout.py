@@ -6,7 +6,7 @@ format-critical tokens always survive; dropped tokens get logit -inf before samp
 (temperature, top-k, top-p). The mask applies at *sampling* time only: the GRPO update still
 computes log-probabilities over the full vocabulary.
 
-Three vocabulary sizes (../shared/reference/ecosystem_facts.md): ``tokenizer.vocab_size`` omits
+Three vocabulary sizes (transformers' tokenizers and model configs): ``tokenizer.vocab_size`` omits
 added tokens; ``len(tokenizer)`` is the number of real ids, over which the Bernoulli draw is made;
 the model's logits width (``config.vocab_size``) may be larger, and those padded rows are always
 dropped. The paper's own snippet draws over ``tokenizer.vocab_size``, which for Qwen would drop
