@@ -1,0 +1,329 @@
+"""Benchmarks: the registry of the paper's (and out-of-domain) test sets, their converters to
+``{id, problem, answer, ...}`` items, and loading from the Hub, a local folder or an offline
+stand-in.
+
+Part of :mod:`vdlib.evaluation` (the protocol is described there)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vdlib.models import hub_offline
+from vdlib.parsing import strip_cot_suffix
+from vdlib.registry import Registry
+
+__all__ = ["BENCHMARKS", "BenchmarkSpec", "BenchmarkUnavailableError", "load_benchmark",
+           "gsm8k_gold", "strip_dollars", "format_choices", "LETTERS", "BBH_TASKS"]
+
+logger = logging.getLogger(__name__)
+
+
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+class BenchmarkUnavailableError(RuntimeError):
+    """A benchmark cannot be loaded here (offline Hub, missing file or package)."""
+
+
+# --------------------------------------------------------------------------- registry
+
+
+@dataclass(frozen=True)
+class BenchmarkSpec:
+    """One benchmark: where it comes from and how a raw record becomes an item.
+
+    ``convert(row, index)`` turns one record (a Hub row, or a line of the local
+    ``test.jsonl``, which uses the same fields) into ``{"id", "problem", "answer", ...}``, or
+    None to skip it. ``load`` (stand-ins only) replaces the Hub / file reading.
+    """
+
+    name: str
+    display: str
+    kind: str  # "math" or "choice"
+    hub_id: str | None = None
+    hub_config: str | None = None
+    split: str | None = None
+    convert: Callable[[dict[str, Any], int], dict[str, Any] | None] | None = None
+    load: Callable[[int | None, int], list[dict[str, Any]]] | None = None
+    hub_configs: tuple[str, ...] = ()  # several configs concatenated (BBH's tasks)
+    note: str = ""
+
+
+BENCHMARKS: Registry[BenchmarkSpec] = Registry("benchmark")
+
+
+def _first(row: Mapping[str, Any], keys: Sequence[str], what: str) -> Any:
+    for k in keys:
+        if k in row and row[k] is not None:
+            return row[k]
+    raise KeyError(f"record has no {what} field (tried {', '.join(keys)}); keys: {sorted(row)}")
+
+
+def _answer_str(value: Any) -> str:
+    """Gold answers as strings: lists joined with ", ", integral floats without ``.0``."""
+    if isinstance(value, list | tuple):
+        return ", ".join(_answer_str(v) for v in value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value).strip()
+
+
+_UNESCAPED_DOLLAR = re.compile(r"(?<!\\)\$")
+
+
+def strip_dollars(answer: str) -> str:
+    """``$x$`` -> ``x`` and ``$69$,$84$`` -> ``69,84`` (OlympiadBench's LaTeX wrapping).
+
+    >>> strip_dollars("$\\\\frac{1}{2 n+2}$"), strip_dollars("$69$,$84$"), strip_dollars("3")
+    ('\\\\frac{1}{2 n+2}', '69,84', '3')
+    """
+    s = answer.strip()
+    if s.startswith("$") and s.endswith("$") and len(s) >= 2:
+        s = _UNESCAPED_DOLLAR.sub("", s).strip()
+    return s
+
+
+def gsm8k_gold(solution: Any) -> str | None:
+    """GSM8K's gold answer: what follows the last ``####`` of a solution, without thousands
+    separators; None when there is no ``####`` line (the one parser of it in vdlib: evaluation
+    and the GSM8K training problems of single-policy GRPO).
+
+    >>> gsm8k_gold("3 + 4 = 7\\n#### 1,007"), gsm8k_gold("no gold")
+    ('1007', None)
+    """
+    raw = str(solution)
+    if "####" not in raw:
+        return None
+    return raw.rsplit("####", 1)[1].strip().replace(",", "")
+
+
+def _math_converter(name: str, *, gsm8k: bool = False, dollars: bool = False):
+    def convert(row: dict[str, Any], index: int) -> dict[str, Any]:
+        problem = strip_cot_suffix(str(_first(row, ("problem", "question", "Problem"),
+                                              "problem"))).strip()
+        raw = _first(row, ("answer", "final_answer", "Answer", "solution"), "answer")
+        if gsm8k:
+            gold = gsm8k_gold(raw)
+            if gold is None:
+                raise ValueError(f"{name} record {index}: answer has no '#### ' gold line")
+            answer = gold
+        else:
+            answer = _answer_str(raw)
+        if dollars:
+            answer = strip_dollars(answer)
+        item = {"id": str(row.get("id", row.get("unique_id", f"{name}-{index}"))),
+                "problem": problem, "answer": answer, "index": index}
+        for key in ("subject", "level", "type", "url", "year"):
+            if key in row and isinstance(row[key], str | int | float):
+                item[key] = row[key]
+        return item
+
+    return convert
+
+
+def _register_math(name: str, display: str, hub_id: str, split: str, config: str | None = None,
+                   **conv: bool) -> None:
+    BENCHMARKS.add(name, BenchmarkSpec(name, display, "math", hub_id, config, split,
+                                       convert=_math_converter(name, **conv)))
+
+
+# Pinned Hub ids and splits: R-Zero's evaluation list (MATH-500 is the prm800k 500-problem test
+# subset, here through its HuggingFaceH4 mirror).
+_register_math("gsm8k", "GSM8K", "openai/gsm8k", "test", "main", gsm8k=True)
+_register_math("math500", "MATH500", "HuggingFaceH4/MATH-500", "test")
+_register_math("amc23", "AMC", "zwhe99/amc23", "test")
+_register_math("olympiadbench", "Olympiad", "zwhe99/simplerl-OlympiadBench", "test",
+               dollars=True)
+_register_math("aime24", "AIME'24", "HuggingFaceH4/aime_2024", "train")
+_register_math("aime25", "AIME'25", "yentinglin/aime_2025", "train")
+_register_math("minerva", "Minerva", "zwhe99/simplerl-minerva-math", "test")
+
+
+# Offline stand-ins ------------------------------------------------------------------------
+
+GSM_SYMBOLIC_DEFAULT_SIZE = 100
+
+
+def _load_gsm_symbolic(limit: int | None, seed: int) -> list[dict[str, Any]]:
+    import reasoning_gym
+
+    size = limit or GSM_SYMBOLIC_DEFAULT_SIZE
+    data = reasoning_gym.create_dataset("gsm_symbolic", size=size, seed=seed)
+    return [{"id": f"gsm_symbolic-{seed}-{i}", "problem": str(x["question"]).strip(),
+             "answer": _answer_str(x["answer"]), "index": i} for i, x in enumerate(data)]
+
+
+def _load_champ(limit: int | None, seed: int) -> list[dict[str, Any]]:
+    try:
+        import champ_dataset
+    except ImportError:
+        raise BenchmarkUnavailableError(
+            "benchmark 'champ' needs the champ-dataset package: install champ-dataset "
+            "(pip install champ-dataset==1.0.0)") from None
+    problems = champ_dataset.load("v0").problems
+    return [{"id": p.identifier, "problem": p.text.strip(), "answer": _answer_str(p.answer),
+             "category": p.category, "index": i} for i, p in enumerate(problems.values())]
+
+
+BENCHMARKS.add("gsm_symbolic", BenchmarkSpec(
+    "gsm_symbolic", "GSM-Symbolic (rg)", "math", load=_load_gsm_symbolic,
+    note=f"reasoning-gym gsm_symbolic, limit items (default {GSM_SYMBOLIC_DEFAULT_SIZE}) "
+         "from seed"))
+BENCHMARKS.add("champ", BenchmarkSpec("champ", "CHAMP", "math", load=_load_champ,
+                                      note="champ-dataset v0 (270 problems)"))
+
+
+# Out-of-domain multiple choice ---------------------------------------------------------------
+
+
+def format_choices(question: str, options: Sequence[str]) -> tuple[str, str]:
+    """``(problem text with lettered options, valid letters)``."""
+    letters = LETTERS[: len(options)]
+    lines = [f"({letter}) {str(opt).strip()}" for letter, opt in zip(letters, options,
+                                                                      strict=True)]
+    return question.strip() + "\n\n" + "\n".join(lines), letters
+
+
+def _choice_item(name: str, index: int, question: str, options: Sequence[str],
+                 answer: str, **meta: Any) -> dict[str, Any]:
+    problem, letters = format_choices(question, options)
+    return {"id": f"{name}-{index}", "problem": problem, "answer": answer,
+            "choices": letters, "index": index, **meta}
+
+
+def _convert_medqa(row: dict[str, Any], index: int) -> dict[str, Any]:
+    opts = row["options"]
+    if isinstance(opts, Mapping):
+        keys = sorted(opts)
+        return _choice_item("medqa", index, row["question"], [opts[k] for k in keys],
+                            str(row["answer_idx"]).strip())
+    return _choice_item("medqa", index, row["question"], opts, str(row["answer_idx"]).strip())
+
+
+def _convert_supergpqa(row: dict[str, Any], index: int) -> dict[str, Any]:
+    return _choice_item("supergpqa", index, row["question"], row["options"],
+                        str(row["answer_letter"]).strip(),
+                        discipline=row.get("discipline"), difficulty=row.get("difficulty"))
+
+
+def _convert_winogrande(row: dict[str, Any], index: int) -> dict[str, Any] | None:
+    answer = str(row.get("answer", "")).strip()
+    if answer not in ("1", "2"):
+        return None  # unlabelled (test split) rows
+    return _choice_item("winogrande", index,
+                        row["sentence"] + "\nWhich option fills the blank (_)?",
+                        [row["option1"], row["option2"]], "AB"[int(answer) - 1])
+
+
+_BBH_OPTION = re.compile(r"^\(([A-R])\)", re.MULTILINE)
+_BBH_TARGET = re.compile(r"^\(([A-R])\)$")
+
+
+def _convert_bbh(row: dict[str, Any], index: int) -> dict[str, Any]:
+    """BBH rows: lettered-option tasks are multiple choice; the rest (True/False, valid/invalid,
+    numbers, words) are graded as free-form strings against the target."""
+    target = str(row["target"]).strip()
+    m = _BBH_TARGET.match(target)
+    item = {"id": f"bbh-{row.get('task', '')}-{index}", "problem": str(row["input"]).strip(),
+            "index": index, "task": row.get("task")}
+    if m:
+        letters = "".join(dict.fromkeys(_BBH_OPTION.findall(str(row["input"])))) or LETTERS[:4]
+        item.update(answer=m.group(1), choices=letters)
+    else:
+        item.update(answer=target)
+    return item
+
+
+BBH_TASKS = (
+    "boolean_expressions", "causal_judgement", "date_understanding", "disambiguation_qa",
+    "dyck_languages", "formal_fallacies", "geometric_shapes", "hyperbaton",
+    "logical_deduction_five_objects", "logical_deduction_seven_objects",
+    "logical_deduction_three_objects", "movie_recommendation", "multistep_arithmetic_two",
+    "navigate", "object_counting", "penguins_in_a_table", "reasoning_about_colored_objects",
+    "ruin_names", "salient_translation_error_detection", "snarks", "sports_understanding",
+    "temporal_sequences", "tracking_shuffled_objects_five_objects",
+    "tracking_shuffled_objects_seven_objects", "tracking_shuffled_objects_three_objects",
+    "web_of_lies", "word_sorting",
+)
+
+BENCHMARKS.add("bbh", BenchmarkSpec("bbh", "BBH", "choice", "lukaemon/bbh", None, "test",
+                                    convert=_convert_bbh, hub_configs=BBH_TASKS,
+                                    note="27 tasks concatenated; non-letter targets graded as "
+                                         "strings"))
+BENCHMARKS.add("medqa", BenchmarkSpec("medqa", "MedQA-USMLE", "choice",
+                                      "GBaker/MedQA-USMLE-4-options", None, "test",
+                                      convert=_convert_medqa))
+BENCHMARKS.add("supergpqa", BenchmarkSpec("supergpqa", "SuperGPQA", "choice", "m-a-p/SuperGPQA",
+                                          None, "train", convert=_convert_supergpqa))
+BENCHMARKS.add("winogrande", BenchmarkSpec("winogrande", "WinoGrande", "choice",
+                                           "allenai/winogrande", "winogrande_xl", "validation",
+                                           convert=_convert_winogrande))
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _hub_rows(spec: BenchmarkSpec) -> Iterable[dict[str, Any]]:
+    if hub_offline():
+        raise BenchmarkUnavailableError(
+            f"benchmark {spec.name!r} comes from the Hugging Face Hub ({spec.hub_id}, split "
+            f"{spec.split}) but HF_HUB_OFFLINE is set: pass --data-dir DIR (data_dir=DIR) with "
+            f"DIR/{spec.name}/test.jsonl, or unset HF_HUB_OFFLINE")
+    import datasets
+
+    configs = spec.hub_configs or (spec.hub_config,)
+    for config in configs:
+        ds = datasets.load_dataset(spec.hub_id, config, split=spec.split)
+        for row in ds:
+            row = dict(row)
+            if spec.hub_configs:
+                row.setdefault("task", config)
+            yield row
+
+
+def _file_rows(spec: BenchmarkSpec, data_dir: str | Path) -> Iterable[dict[str, Any]]:
+    path = Path(data_dir) / spec.name / "test.jsonl"
+    if not path.is_file():
+        raise BenchmarkUnavailableError(f"benchmark {spec.name!r}: no file {path} "
+                                        f"(expected <data_dir>/{spec.name}/test.jsonl)")
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                yield json.loads(line)
+
+
+def load_benchmark(name: str, data_dir: str | Path | None = None, limit: int | None = None,
+                   seed: int = 0) -> list[dict[str, Any]]:
+    """Items ``{"id", "problem", "answer", "index", ...metadata}`` of benchmark ``name``.
+
+    With ``data_dir``, reads ``<data_dir>/<name>/test.jsonl`` (the layout of
+    a copy of the real test files; rows carry the same fields as the Hub rows); else the pinned Hub
+    dataset (an error under ``HF_HUB_OFFLINE=1``). Stand-ins ignore ``data_dir``;
+    ``gsm_symbolic`` draws ``limit`` items from ``seed``. ``limit`` keeps the first N items.
+    Multiple-choice items also carry ``choices`` (the valid letters).
+    """
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit = {limit}; allowed: an integer >= 1 or None")
+    spec = BENCHMARKS.get(name)
+    if spec.load is not None:
+        items = spec.load(limit, seed)
+    else:
+        rows = _file_rows(spec, data_dir) if data_dir is not None else _hub_rows(spec)
+        items = []
+        for i, row in enumerate(rows):
+            item = spec.convert(row, i)
+            if item is not None:
+                items.append(item)
+            if limit is not None and len(items) >= limit:
+                break
+    for item in items:
+        item["benchmark"] = name
+    return items[:limit] if limit is not None else items
+
+
