@@ -98,7 +98,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     from vdlib.config import EngineConfig
     from vdlib.engines import open_engine
     from vdlib.evaluation import ROUND_TOKENS, BenchmarkUnavailableError, evaluate, format_table
-    from vdlib.models import checkpoint_path, load_tokenizer, resolve_device
+    from vdlib.models import resolve_device
     from vdlib.registry import UnknownNameError
 
     out = args.out or str(Path("outputs") / "eval" / args.model.strip("/").replace("/", "__"))
@@ -116,9 +116,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
                          max_new_tokens=args.max_context, max_prompt_tokens=0,
                          batch_size=args.batch_size, round_tokens=ROUND_TOKENS,
                          show_progress=False, seed=args.seed) as engine:
-            tokenizer = load_tokenizer(checkpoint_path(args.model)) if backend != "hf" else \
-                engine.tokenizer
-            summary = evaluate(engine, tokenizer, args.benchmarks, runs=args.runs,
+            summary = evaluate(engine, engine.tokenizer, args.benchmarks, runs=args.runs,
                                seed=args.seed, temperature=args.temperature, top_p=args.top_p,
                                max_context=args.max_context, max_new_tokens=args.max_new_tokens,
                                data_dir=args.data_dir, limit=args.limit, out_dir=out,

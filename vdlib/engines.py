@@ -147,8 +147,7 @@ def open_engine(ecfg: EngineConfig, model: str, *, device: str = "cpu",
         try:
             yield engine
         finally:
-            engine.close()
-            _release_cuda()
+            engine.close()  # shutdown_llm: engine core, gc, empty_cache
         return
 
     from vdlib.serving import ServerEngine, VLLMServer

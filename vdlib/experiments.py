@@ -119,7 +119,7 @@ def evaluate_checkpoint(model_dir: str | Path, cfg: ExperimentConfig, out_dir: s
     model)."""
     from vdlib.engines import open_engine
     from vdlib.evaluation import ROUND_TOKENS, evaluate
-    from vdlib.models import checkpoint_path, load_tokenizer, resolve_device
+    from vdlib.models import resolve_device
 
     out_dir = Path(out_dir)
     done = _complete(out_dir, cfg)
@@ -133,8 +133,7 @@ def evaluate_checkpoint(model_dir: str | Path, cfg: ExperimentConfig, out_dir: s
                      cache_dir=cfg.model.cache_dir, max_new_tokens=ev.max_context,
                      max_prompt_tokens=0, batch_size=ev.batch_size, round_tokens=ROUND_TOKENS,
                      show_progress=False, seed=seed) as engine:
-        tok = load_tokenizer(checkpoint_path(str(model_dir), cfg.model.cache_dir))
-        summary = evaluate(engine, tok, ev.benchmarks, seed=seed, out_dir=out_dir,
+        summary = evaluate(engine, engine.tokenizer, ev.benchmarks, seed=seed, out_dir=out_dir,
                            **_protocol_kwargs(cfg))
     return summary
 

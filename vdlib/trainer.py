@@ -96,11 +96,10 @@ def prepare_vllm_rollouts(masked: bool) -> None:
     """Before TRL builds its colocated ``vllm.LLM``: TRL reloads the policy's weights into the
     engine in this process (so vLLM must not run its engine core in a child process), and a
     masked run needs vdlib's processor, which TRL cannot pass, from the entry point."""
-    import os
+    from vdlib.vllm_backend import ENTRY_POINT_GROUP, entry_point_registered, use_inprocess_engines
 
-    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    use_inprocess_engines()
     if masked:
-        from vdlib.vllm_backend import ENTRY_POINT_GROUP, entry_point_registered
 
         if not entry_point_registered():
             raise RuntimeError(

@@ -452,26 +452,18 @@ class LocalVerifier(Verifier):
 
     def _load(self) -> tuple[Any, Any]:
         if self._engine is None:
-            if self.engine_config is not None and self.engine_config.backend != "hf":
-                import contextlib
+            import contextlib
 
-                from vdlib.engines import open_engine
-                from vdlib.models import checkpoint_path, load_tokenizer
+            from vdlib.config import EngineConfig
+            from vdlib.engines import open_engine
 
-                self._stack = contextlib.ExitStack()
-                engine = self._stack.enter_context(open_engine(
-                    self.engine_config, self.local_model, device=self.device, dtype=self.dtype,
-                    cache_dir=self.model_cache_dir, max_new_tokens=self.max_output_tokens or 512,
-                    max_prompt_tokens=2048))
-                tok = load_tokenizer(checkpoint_path(self.local_model, self.model_cache_dir))
-                self._engine = (engine, tok)
-                return self._engine
-            from vdlib.generation import HFEngine
-            from vdlib.models import load_model
-
-            model, tok = load_model(self.local_model, dtype=self.dtype, device=self.device,
-                                    cache_dir=self.model_cache_dir)
-            self._engine = (HFEngine(model, tok, batch_size=self.batch_size), tok)
+            self._stack = contextlib.ExitStack()
+            engine = self._stack.enter_context(open_engine(
+                self.engine_config or EngineConfig(backend="hf"), self.local_model,
+                device=self.device, dtype=self.dtype, cache_dir=self.model_cache_dir,
+                max_new_tokens=self.max_output_tokens or 512, max_prompt_tokens=2048,
+                batch_size=self.batch_size))
+            self._engine = (engine, engine.tokenizer)
         return self._engine
 
     def close(self) -> None:

@@ -52,7 +52,7 @@ from vdlib.vocab_dropout import VocabDropout, apply_mask, check_alpha
 __all__ = ["ARG_KEYS", "ROUTES", "MaskSpec", "RequestMasks", "extra_args", "parse_extra_args",
            "check_no_dropped", "VLLMEngine", "logits_processor_class", "vllm_interfaces",
            "entry_point_registered", "processor_fqcns", "build_llm", "shutdown_llm",
-           "ENTRY_POINT_GROUP", "PROCESSOR_FQCN"]
+           "ENTRY_POINT_GROUP", "PROCESSOR_FQCN", "use_inprocess_engines"]
 
 logger = logging.getLogger(__name__)
 
@@ -309,16 +309,22 @@ def processor_fqcns() -> list[str]:
     return [] if entry_point_registered() else [PROCESSOR_FQCN]
 
 
+def use_inprocess_engines() -> None:
+    """Run vLLM's engine core in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``) for every
+    engine of the process: TRL's colocated engine needs it (it reloads the policy's weights into
+    the engine here), vLLM caches its environment once the first engine starts (so all engines
+    of a process must agree), and an in-process engine's memory is freed by
+    :func:`shutdown_llm` without a child process to reap. Servers vdlib starts drop it again."""
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+
+
 def build_llm(model: str, *, dtype: str = "bfloat16", gpu_memory_utilization: float = 0.4,
               max_model_len: int | None = None, seed: int = 0, enforce_eager: bool = False,
               load_format: str = "auto", tokenizer: str | None = None, **kwargs: Any) -> Any:
     """A ``vllm.LLM`` over checkpoint ``model`` with vdlib's processor loaded (both routes then
     work: the processor route needs it; the allowed_token_ids route needs the model runner V1,
     which vLLM 0.25.x picks whenever a custom processor is loaded)."""
-    # in-process engine core: TRL's colocated engine needs it (it reloads weights in this
-    # process), vLLM caches its environment after the first engine starts, and an in-process
-    # engine's memory is freed by shutdown_llm without a child process to reap
-    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    use_inprocess_engines()
     vllm = _require_vllm()
     logits_processor_class()  # fail here, with vdlib's message, if the processor cannot load
     kw: dict[str, Any] = dict(model=model, dtype=dtype, seed=int(seed) % 2**32,  # vLLM's range
