@@ -30,6 +30,8 @@ install)
     python3 -c "import vllm, trl, vdlib.vllm_backend as vb; print('vllm', vllm.__version__, 'trl', trl.__version__, vb.vllm_interfaces(), 'entry point:', vb.entry_point_registered())"
     ;;
 tests)
+    # one GPU per process (vdlib.engines.check_visible_gpus); GPU 0 on a multi-GPU machine
+    export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
     python3 -m pytest -m gpu -p no:cacheprovider -o addopts="" -rA tests/test_vllm_gpu.py \
         tests/test_vllm_backend.py 2>&1 | tee "$OUT/vllm_gpu_tests_$card.log"
     ;;
@@ -60,10 +62,15 @@ timing-vllm|timing-hf)
     exit $rc
     ;;
 topology)
-    python3 -m vdlib.cli run params/smollm2/topology_2gpu.yaml 2>&1 | tee "$OUT/topology_2gpu_$card.log"
+    # the training process sees GPU 0 only; engine.server_gpus start servers on physical 0 and 1
+    nvidia-smi --query-gpu=index,memory.used --format=csv -l 5 > "$OUT/topology_2gpu_gpu_memory.csv" &
+    smi=$!
+    CUDA_VISIBLE_DEVICES=0 python3 -m vdlib.cli run params/smollm2/topology_2gpu.yaml 2>&1 | tee "$OUT/topology_2gpu_$card.log"
     rc=$?
-    cp outputs/smollm2_topology/vd75-seed0/iter_1/timing.json "$OUT/topology_2gpu_timing.json"
-    cp outputs/smollm2_topology/vd75-seed0/iter_1/metrics.json "$OUT/topology_2gpu_metrics.json"
+    kill $smi
+    for f in timing metrics proposer_train solver_train; do
+        cp outputs/smollm2_topology/vd75-seed0/iter_1/$f.json "$OUT/topology_2gpu_$f.json"
+    done
     exit $rc
     ;;
 esac
