@@ -138,8 +138,8 @@ def test_single_policy_run_with_mask(tmp_path):
     runs = ex.run_grid(cfg, runner=run_single_policy)
     vd = json.loads((runs[("vd95", 0)] / "policy_train.json").read_text())
     base = json.loads((runs[("baseline", 0)] / "policy_train.json").read_text())
-    assert vd["masked"] and vd["alpha"] == 0.95 and vd["mask_log"]
-    assert not base["masked"] and base["alpha"] == 1.0
+    assert vd["masked"] and vd["alpha_train"] == 0.95 and vd["mask_log"]
+    assert not base["masked"] and base["alpha_train"] == 1.0
     assert (runs[("vd95", 0)] / "policy_model" / "config.json").exists()
     assert not ex.entropy_frame(runs).empty
     mtime = (runs[("vd95", 0)] / "policy_train.json").stat().st_mtime_ns

@@ -40,6 +40,8 @@ SIMILAR = ["What is the sum of 12 and 30?", "Compute 12 plus 30.",
            "A rectangle has sides 3 and 4; find its diagonal.",
            "Describe the history of the Roman empire."]
 
+VD75 = {"train": 0.75, "gen": 0.75}  # alpha_train, alpha_gen of a vd75 iteration
+
 
 @pytest.fixture(scope="module")
 def minilm_vectors():
@@ -322,11 +324,11 @@ def test_iteration_metrics_on_synthetic_run(tmp_path, tokenizer):
     q2 = ["What is 2 + 3?", "Describe the history of the Roman empire in 1,000 words.", None]
     run = _write_run(tmp_path, "vd75-seed0", 0, [q1, q2, ["Only one question 7?"], [None]])
     seen = []
-    m1 = write_iteration_metrics(run / "iter_1", 1, 0.75, tokenizer=tokenizer,
+    m1 = write_iteration_metrics(run / "iter_1", 1, VD75, tokenizer=tokenizer,
                                  extra=[lambda ctx: seen.append(ctx.texts) or {"n_extra": 7}])
     assert json.loads((run / "iter_1" / "metrics.json").read_text()) == m1
     assert seen == [q1] and m1["n_extra"] == 7
-    assert m1["valid_questions"] == 3 and m1["mean_acc"] == 0.5  # from loop_metrics
+    assert m1["valid_questions"] == 3 and m1["mean_acc"] == 0.5  # from vdlib.metrics.loop
     assert 1.0 <= m1["vendi"] < 2.1 and 0 < m1["self_bleu"] <= 1
     assert m1["novelty_rate"] == 1.0 and m1["cumulative_vendi"] == pytest.approx(m1["vendi"])
     assert 0 < m1["mean_pairwise_cosine_distance"] < 1
@@ -334,20 +336,20 @@ def test_iteration_metrics_on_synthetic_run(tmp_path, tokenizer):
     assert m1["mean_distinct_numbers"] == pytest.approx((2 + 2 + 2) / 3)
     assert m1["proposer_entropy"] == pytest.approx(1.0) and m1["proposer_entropy_last"] == 0.8
     assert m1["embedder"] == "minilm"
-    m2 = write_iteration_metrics(run / "iter_2", 2, 0.75, tokenizer=tokenizer)
+    m2 = write_iteration_metrics(run / "iter_2", 2, VD75, tokenizer=tokenizer)
     assert m2["valid_questions"] == 2 and m2["novelty_rate"] == 0.5  # the repeat is not novel
     assert m2["cumulative_vendi"] > m2["vendi"] * 0.99
-    m3 = compute_iteration_metrics(run / "iter_3", 3, 0.75, tokenizer=tokenizer)
+    m3 = compute_iteration_metrics(run / "iter_3", 3, VD75, tokenizer=tokenizer)
     assert m3["valid_questions"] == 1 and m3["novelty_rate"] == 1.0  # no previous dirs given
     assert all(m3[k] is None for k in ("self_bleu", "vendi", "mean_pairwise_cosine_distance",
                                         "cumulative_vendi"))
     assert m3["unique_tokens"] > 0 and m3["mean_question_chars"] == 20
-    m4 = write_iteration_metrics(run / "iter_4", 4, 0.75, tokenizer=None, embedder=None)
+    m4 = write_iteration_metrics(run / "iter_4", 4, VD75, tokenizer=None, embedder=None)
     assert m4["valid_questions"] == 0
     assert all(m4[k] is None for k in ("self_bleu", "vendi", "novelty_rate", "unique_tokens",
                                         "mean_question_tokens", "mean_distinct_numbers"))
     other = _write_run(tmp_path, None, 1, [q1])
-    write_iteration_metrics(other / "iter_1", 1, 1.0, embedder=None)
+    write_iteration_metrics(other / "iter_1", 1, {"train": 1.0, "gen": 1.0}, embedder=None)
     table = summary_metrics([tmp_path / "exp"])
     assert list(table.columns) == SUMMARY_COLUMNS
     assert set(table["arm"]) == {"vd75", "exp"} and set(table["seed"]) == {0, 1}

@@ -67,7 +67,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     for arm, result in results.items():
         for m in result.iterations:
             sys.stdout.write(
-                f"{arm} iteration {m['iteration']}: alpha {m['alpha']:.4g}, valid questions "
+                f"{arm} iteration {m['iteration']}: alpha train {m['alpha_train']:.4g} / gen "
+                f"{m['alpha_gen']:.4g}, valid questions "
                 f"{m['valid_questions']}/{m['generated']}, mean acc {m['mean_acc']}, curriculum "
                 f"{m['curriculum_size']}, kept fraction {m['kept_fraction']}\n")
         sys.stdout.write(f"{arm} artifacts: {result.run_dir}\n")

@@ -27,6 +27,7 @@ from typing import Any
 
 from vdlib.config import ExperimentConfig, load_params
 from vdlib.evaluation import BenchmarkResult, EvalSummary
+from vdlib.stats import mean_and_se
 
 __all__ = ["RunKey", "seed_configs", "run_grid", "experiment_dir", "report_dir",
            "evaluate_checkpoint", "evaluate_runs", "evaluate_base", "last_iteration",
@@ -391,8 +392,8 @@ def compare_arms(runs: Mapping[RunKey, Path], evals: Mapping[RunKey, EvalSummary
         stats = []
         for arm in arms:
             xs = values.get((metric, arm), [])
-            mean = statistics.fmean(xs) if xs else float("nan")
-            se = statistics.stdev(xs) / _math.sqrt(len(xs)) if len(xs) > 1 else float("nan")
+            mean, se = mean_and_se(xs) if xs else (float("nan"), None)
+            se = float("nan") if se is None else se
             stats.append((mean, se, len(xs)))
         (m0, s0, n0), (m1, s1, n1) = stats
         diff, dse = m1 - m0, _math.sqrt(s0 ** 2 + s1 ** 2)

@@ -185,7 +185,7 @@ def run_single_policy(config: ExperimentConfig | dict | str) -> Path:
         mask_seed_fn=(lambda step: mask_seed(cfg.seed, 1, "train", step)) if vd else None,
         engine=cfg.engine)
     atomic_write_json(run_dir / "policy_train.json", {
-        "dataset": sp.dataset, "problems": len(problems), "alpha": vd.alpha if vd else 1.0,
+        "dataset": sp.dataset, "problems": len(problems), "alpha_train": vd.alpha if vd else 1.0,
         "masked": vd is not None, "mask_log": trainer.mask_log, **train_log(trainer, reward)})
     store.save_model(trainer, tok, target)
     return run_dir

@@ -35,7 +35,7 @@ from vdlib.prompts import proposer_prompt
 from vdlib.proposals import generate_proposals, proposal_records
 from vdlib.scoring import score_questions
 from vdlib.seeding import derive_seed
-from vdlib.vocab_dropout import iteration_alpha, mask_seed, phase_mask
+from vdlib.vocab_dropout import mask_seed, phase_alphas, phase_mask
 
 __all__ = ["Stage", "STAGE_TABLE", "STAGES", "TRAINING_STAGES", "proposer", "generate", "score",
            "curriculum", "solver", "metrics"]
@@ -99,7 +99,7 @@ def _train_proposer(store: ModelStore, t: int, out: Path, solver_engine: Any) ->
     if is_main_process():
         write_jsonl(out / "proposer_rollouts.jsonl", merge_rank_records(per_rank))
         atomic_write_json(out / "proposer_train.json", {
-            "alpha": iteration_alpha(cfg, t) if vd else 1.0, "masked": vd is not None,
+            "alpha_train": phase_alphas(cfg, t)["train"], "masked": vd is not None,
             "rollout_engine": rollout_mode(cfg.engine),
             "mask_log": trainer.mask_log, **split_timing(trainer.state.log_history)})
     store.save_model(trainer, tok, out / "proposer_model")
@@ -120,7 +120,7 @@ def generate(store: ModelStore, t: int, out: Path) -> None:
                                      vocab_dropout=vd)
     records = proposal_records(samples)
     for r in records:
-        r["alpha"] = vd.alpha if vd else 1.0
+        r["alpha_gen"] = vd.alpha if vd else 1.0
     write_jsonl(out / "generated.jsonl", records)
 
 
@@ -183,7 +183,7 @@ def metrics(store: ModelStore, t: int, out: Path) -> None:
 
     m = store.cfg.metrics
     embedder = None if m.embedder == "none" else m.embedder
-    write_iteration_metrics(out, t, iteration_alpha(store.cfg, t), embedder=embedder,
+    write_iteration_metrics(out, t, phase_alphas(store.cfg, t), embedder=embedder,
                             tokenizer=load_tokenizer(store.proposer(t)), extra=tuple(m.extra),
                             novelty_threshold=m.novelty_threshold)
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -41,6 +40,7 @@ from vdlib.config import ScoringConfig
 from vdlib.curriculum import in_window
 from vdlib.evaluation import EvalSummary, format_table, latex_escape
 from vdlib.paper_values import ARM_LABELS, paper_cells, paper_values
+from vdlib.stats import grouped_mean_se, mean_and_se
 
 __all__ = [
     "Table", "render_table", "load_eval_summary", "load_correctness", "seed_summary",
@@ -91,14 +91,7 @@ def load_correctness(run_dirs: str | os.PathLike | Iterable[str | os.PathLike]) 
 def seed_summary(frame: pd.DataFrame, by: Sequence[str], value: str = "value") -> pd.DataFrame:
     """``by`` columns plus ``mean``, ``se`` (NaN for one seed) and ``n`` of ``value`` over the
     remaining rows (seeds); NaN values are dropped first."""
-    cols = [*by, "mean", "se", "n"]
-    d = frame.dropna(subset=[value])
-    if d.empty:
-        return pd.DataFrame(columns=cols)
-    out = d.groupby(list(by), sort=True)[value].agg(mean="mean", std="std", n="count")
-    out = out.reset_index()
-    out["se"] = out["std"] / np.sqrt(out["n"])
-    return out[cols]
+    return grouped_mean_se(frame, by, value)
 
 
 def _require(frame: pd.DataFrame, columns: Iterable[str], what: str) -> None:
@@ -543,8 +536,8 @@ def wellposed_table(composition: pd.DataFrame, fmt: str | None = None, *,
         rec = _ours_rec(arm, iteration=int(d["iteration"].max()))
         for c in cols:
             x = d[c].astype(float)
-            rec[c], rec[f"{c}_se"] = float(x.mean()), float(x.std(ddof=1) / math.sqrt(len(x))) \
-                if len(x) > 1 else np.nan
+            mean, se = mean_and_se(x.tolist())
+            rec[c], rec[f"{c}_se"] = mean, np.nan if se is None else se
         for key, out in (("vendi_wp", "delta_vendi_wp"), ("vendi_c", "delta_vendi_c")):
             v = vmean.get(key, pd.Series(dtype=float))
             rec[out] = float(v[arm] - v["baseline"]) if arm != "baseline" and arm in v \

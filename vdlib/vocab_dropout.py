@@ -56,6 +56,7 @@ __all__ = [
     "PHASE_SETTINGS",
     "iteration_alpha",
     "phase_mask",
+    "phase_alphas",
     "SCHEDULES",
     "protected_token_ids",
     "VocabDropout",
@@ -369,14 +370,22 @@ def iteration_alpha(cfg: Any, t: int) -> float:
                     schedule=vd.schedule)
 
 
+def phase_alphas(cfg: Any, t: int) -> dict[str, float]:
+    """The retention each mask phase uses at iteration ``t``: the schedule's alpha where
+    ``vocab_dropout.phases`` turns the phase on, 1.0 (no mask) where it does not. This is what
+    the artifacts record as ``alpha_train`` and ``alpha_gen``."""
+    alpha = iteration_alpha(cfg, t)
+    return {p: alpha if mask_active(cfg.vocab_dropout.phases, p) else 1.0 for p in PHASES}
+
+
 def phase_mask(cfg: Any, t: int, phase: str, tok: Any, *, model: Any = None,
                path: str | None = None) -> VocabDropout | None:
     """Iteration ``t``'s mask for ``phase`` (``train`` or ``gen``) over ``model``'s logits or,
     without loading weights, the checkpoint at ``path``; None when the phase is off or alpha
     is 1 (the unmasked baseline runs without any processor)."""
     vd = cfg.vocab_dropout
-    alpha = iteration_alpha(cfg, t)
-    if not mask_active(vd.phases, phase) or alpha >= 1.0:
+    alpha = phase_alphas(cfg, t)[phase]
+    if alpha >= 1.0:
         return None
     if model is not None:
         return VocabDropout.for_model(model, tok, alpha, vd.format_strings,

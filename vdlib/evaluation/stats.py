@@ -5,28 +5,16 @@ Part of :mod:`vdlib.evaluation` (the protocol is described there)."""
 from __future__ import annotations
 
 import logging
-import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from vdlib.stats import mean_and_se
+
 __all__ = ["BenchmarkResult", "EvalSummary", "mean_and_se"]
 
 logger = logging.getLogger(__name__)
-
-
-def mean_and_se(values: Sequence[float]) -> tuple[float, float | None]:
-    """``(mean, standard error)`` across runs: ``SE = stdev(ddof=1) / sqrt(k)``; k = 1 -> None.
-
-    Miller (2024), "Adding error bars to evals". An empty sequence is an error.
-    """
-    if not values:
-        raise ValueError("mean_and_se of no values")
-    mean = statistics.fmean(values)
-    if len(values) < 2:
-        return mean, None
-    return mean, statistics.stdev(values) / math.sqrt(len(values))
 
 
 @dataclass

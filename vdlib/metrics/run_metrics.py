@@ -1,6 +1,6 @@
 """Per-iteration diversity metrics of a run's artifacts, and a tidy table over runs.
 
-:func:`compute_iteration_metrics` extends :func:`vdlib.loop_metrics.iteration_metrics` (counts,
+:func:`compute_iteration_metrics` extends :func:`vdlib.metrics.loop.iteration_metrics` (counts,
 difficulty, rewards, kept fraction) with the paper's diversity metrics of the iteration's
 *valid* generated questions (``questions.jsonl`` records with ``valid`` true):
 
@@ -43,7 +43,7 @@ import logging
 import math
 import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -52,8 +52,8 @@ from typing import Any
 import numpy as np
 
 from vdlib.artifacts import atomic_write_json, read_jsonl
-from vdlib.loop_metrics import iteration_metrics
 from vdlib.metrics import diversity as div
+from vdlib.metrics.loop import iteration_metrics
 from vdlib.registry import Registry
 
 __all__ = ["compute_iteration_metrics", "write_iteration_metrics", "summary_metrics",
@@ -186,7 +186,7 @@ def _resolve_tokenizer(tokenizer: Any) -> Any:
 def compute_iteration_metrics(
     iter_dir: str | os.PathLike,
     t: int,
-    alpha: float,
+    alphas: Mapping[str, float],
     *,
     embedder: str | None = "minilm",
     tokenizer: Any = None,
@@ -195,8 +195,8 @@ def compute_iteration_metrics(
     cache_dir: str | os.PathLike | None = None,
     novelty_threshold: float = 0.3,
 ) -> dict[str, Any]:
-    """:func:`vdlib.loop_metrics.iteration_metrics` plus the diversity metrics of the module
-    docstring, for ``iter_dir`` (iteration ``t``, mask retention ``alpha``).
+    """:func:`vdlib.metrics.loop.iteration_metrics` plus the diversity metrics of the module
+    docstring, for ``iter_dir`` (iteration ``t``, ``alphas``: mask phase -> retention).
 
     ``embedder``: a :mod:`vdlib.metrics.embeddings` name (None skips the embedding metrics);
     ``tokenizer``: the proposer's tokenizer, or a name for :func:`vdlib.models.load_tokenizer`;
@@ -206,7 +206,7 @@ def compute_iteration_metrics(
     """
     iter_dir = Path(iter_dir)
     previous = [Path(p) for p in previous_dirs]
-    metrics = iteration_metrics(iter_dir, t, alpha)
+    metrics = iteration_metrics(iter_dir, t, alphas)
     texts = valid_questions(iter_dir)
     n = len(texts)
     pairs = n >= 2
@@ -244,7 +244,7 @@ def compute_iteration_metrics(
     return {k: _clean(v) for k, v in metrics.items()}
 
 
-def write_iteration_metrics(iter_dir: str | os.PathLike, t: int, alpha: float, *,
+def write_iteration_metrics(iter_dir: str | os.PathLike, t: int, alphas: Mapping[str, float], *,
                             previous_dirs: Iterable[str | os.PathLike] | None = None,
                             **kwargs: Any) -> dict[str, Any]:
     """:func:`compute_iteration_metrics` written to ``iter_dir/metrics.json`` (atomically) and
@@ -252,7 +252,7 @@ def write_iteration_metrics(iter_dir: str | os.PathLike, t: int, alpha: float, *
     iter_dir = Path(iter_dir)
     if previous_dirs is None:
         previous_dirs = previous_iteration_dirs(iter_dir, t)
-    metrics = compute_iteration_metrics(iter_dir, t, alpha, previous_dirs=previous_dirs,
+    metrics = compute_iteration_metrics(iter_dir, t, alphas, previous_dirs=previous_dirs,
                                         **kwargs)
     atomic_write_json(iter_dir / "metrics.json", metrics)
     return metrics

@@ -1,8 +1,10 @@
 """Per-iteration numbers of the co-evolution loop, computed from the iteration's artifacts.
 
-``iteration_metrics(iter_dir, t, alpha)`` reads ``proposer_rollouts.jsonl``,
+``iteration_metrics(iter_dir, t, alphas)`` reads ``proposer_rollouts.jsonl``,
 ``proposer_train.json``, ``questions.jsonl``, ``curriculum.jsonl`` and ``solver_train.json`` and
-returns a flat dict (written to ``metrics.json``): counts (generated, valid questions, curriculum
+returns a flat dict (written to ``metrics.json``): the mask's retention in each phase
+(``alpha_train`` for the proposer's GRPO rollouts, ``alpha_gen`` for curriculum generation; 1.0
+where the phase is unmasked), counts (generated, valid questions, curriculum
 size), mean self-consistency acc of the valid questions, agreement of the solvers' majority with
 the proposer's answer, the proposer's valid-rollout fraction and mean reward, the mask's mean kept
 fraction, the solver's mean training reward, and simple question statistics (mean whitespace
@@ -13,6 +15,7 @@ length, distinct whitespace tokens). Diversity metrics (Self-BLEU, Vendi, ...) a
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +28,9 @@ def _mean(xs: list[float]) -> float | None:
     return round(sum(xs) / len(xs), 6) if xs else None
 
 
-def iteration_metrics(iter_dir: Path, t: int, alpha: float) -> dict[str, Any]:
-    """The iteration's metrics (see the module docstring)."""
+def iteration_metrics(iter_dir: Path, t: int, alphas: Mapping[str, float]) -> dict[str, Any]:
+    """The iteration's metrics (see the module docstring); ``alphas``: mask phase -> retention
+    (:func:`vdlib.vocab_dropout.phase_alphas`)."""
     iter_dir = Path(iter_dir)
     rollouts = read_jsonl(iter_dir / "proposer_rollouts.jsonl")
     questions = read_jsonl(iter_dir / "questions.jsonl")
@@ -39,7 +43,7 @@ def iteration_metrics(iter_dir: Path, t: int, alpha: float) -> dict[str, Any]:
     kept = [m["kept_fraction"] for m in ptrain.get("mask_log", [])]
     return {
         "iteration": t,
-        "alpha": alpha,
+        **{f"alpha_{phase}": a for phase, a in alphas.items()},
         "proposer_masked": bool(ptrain.get("masked")),
         "kept_fraction": _mean(kept) if kept else 1.0,
         "proposer_rollouts": len(rollouts),
