@@ -24,7 +24,7 @@ from typing import Any
 from vdlib.artifacts import atomic_write_json
 
 __all__ = ["run_id", "arm_run_id", "run_path", "iteration_dir", "make_run_dir", "start_run",
-           "package_versions"]
+           "package_versions", "report_dir", "executed_notebook_path"]
 
 
 def run_id(cfg: Any) -> str:
@@ -45,6 +45,20 @@ def run_path(cfg: Any) -> Path:
 def iteration_dir(run_dir: Path, t: int) -> Path:
     """``<run>/iter_<t>``: iteration ``t``'s artifacts."""
     return Path(run_dir) / f"iter_{t}"
+
+
+def report_dir(output_dir: str | os.PathLike, experiment: str, notebook: str) -> Path:
+    """``<output_dir>/<experiment>/reports/<notebook>``: a notebook's tables, figures and
+    ``summary.json`` (not created)."""
+    return Path(output_dir) / experiment / "reports" / notebook
+
+
+def executed_notebook_path(output_dir: str | os.PathLike, profile: str, notebook: str,
+                           variant: str | None = None) -> Path:
+    """``<output_dir>/notebooks/<profile>/<notebook>[@<variant>].ipynb``: the executed copy of a
+    notebook that ``vdlib notebooks run`` writes."""
+    name = f"{notebook}@{variant}.ipynb" if variant else f"{notebook}.ipynb"
+    return Path(output_dir) / "notebooks" / profile / name
 
 
 def make_run_dir(output_dir: str | os.PathLike, experiment: str, name: str) -> Path:
