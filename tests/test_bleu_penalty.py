@@ -13,13 +13,8 @@ from hypothesis import strategies as st
 from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
 from sklearn.cluster import AgglomerativeClustering  # the dev extra
 
-from vdlib.bleu_penalty import (
-    _fsum_rows,
-    average_linkage_clusters,
-    bleu_cluster_penalty,
-    bleu_distance_matrix,
-    bleu_match_counts,
-)
+from vdlib.bleu import bleu_distance_matrix, bleu_match_counts, fsum_rows
+from vdlib.bleu_penalty import average_linkage_clusters, bleu_cluster_penalty
 
 SMOOTH = SmoothingFunction().method1
 
@@ -150,11 +145,11 @@ def test_fsum_rows_matches_math_fsum_including_halfway_cases():
     cols[1][5:8] = [2.0**-53, 2.0**-53, -(2.0**-53)]
     cols[2][5:8] = [2.0**-106, -(2.0**-106), -(2.0**-106)]
     cols[3][5:8] = [0.0, 0.0, 0.0]
-    got = _fsum_rows(cols)
+    got = fsum_rows(cols)
     want = [math.fsum(row) for row in zip(*(c.tolist() for c in cols), strict=True)]
     assert got.tolist() == want
     assert want[5] == 1.0 + 2.0**-52 and want[6] == 1.0  # rounded away from the naive sum
-    assert _fsum_rows([np.array([0.5])]).tolist() == [0.5]
+    assert fsum_rows([np.array([0.5])]).tolist() == [0.5]
 
 
 # ----------------------------------------------------------------------------- clustering

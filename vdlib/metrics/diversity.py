@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from vdlib.bleu_penalty import EPSILON, _exact_map, _factorize, _fsum_rows, _tokenize
+from vdlib.bleu import EPSILON, exact_map, factorize, fsum_rows, tokenize_unique
 
 __all__ = [
     "self_bleu",
@@ -93,9 +93,9 @@ def _clipped_matches(token_ids: np.ndarray, lengths: np.ndarray, mult: np.ndarra
         if pos.size == 0:
             break
         if k > 1:
-            gram[pos] = _factorize(gram[pos] * base + token_ids[pos + k - 1])[0]
+            gram[pos] = factorize(gram[pos] * base + token_ids[pos + k - 1])[0]
         keys = gram[pos] * n_docs + doc[pos]
-        pair, count = _factorize(keys)  # (k-gram, document) pairs sorted by k-gram
+        pair, count = factorize(keys)  # (k-gram, document) pairs sorted by k-gram
         key = np.empty(count.size, dtype=np.int64)
         key[pair] = keys
         g, d = key // n_docs, key % n_docs
@@ -145,7 +145,7 @@ def self_bleu_scores(texts: Sequence[str], max_n: int = 4, smoothing: str = "met
     n = len(texts)
     if n < 2:
         return [math.nan] * n
-    uniq_of, token_ids, lengths = _tokenize(_token_texts(texts, tokenize))
+    uniq_of, token_ids, lengths = tokenize_unique(_token_texts(texts, tokenize))
     mult = np.bincount(np.asarray(uniq_of, dtype=np.int64), minlength=lengths.size)
     match = _clipped_matches(token_ids, lengths, mult, max_n).astype(np.int64)
     score = np.zeros(lengths.size)
@@ -163,15 +163,15 @@ def self_bleu_scores(texts: Sequence[str], max_n: int = 4, smoothing: str = "met
                 p = EPSILON / den if smoothing == "method1" else sys.float_info.min
             return weight * math.log(p)
 
-        terms = [_exact_map(log_term, match[k, live] * stride + np.maximum(h_len - k, 1))
+        terms = [exact_map(log_term, match[k, live] * stride + np.maximum(h_len - k, 1))
                  for k in range(max_n)]
-        total = _fsum_rows(terms).tolist()
+        total = fsum_rows(terms).tolist()
         value = np.fromiter(map(math.exp, total), dtype=np.float64, count=len(total))
         r_len = _closest_other_length(lengths, mult)[live]
         short = np.flatnonzero(h_len <= r_len)  # brevity penalty exp(1 - r / h), else 1
         if short.size:
             r_stride = int(r_len.max()) + 1
-            value[short] *= _exact_map(
+            value[short] *= exact_map(
                 lambda key: math.exp(1 - (key % r_stride) / (key // r_stride)),
                 h_len[short] * r_stride + r_len[short])
         score[live] = value
