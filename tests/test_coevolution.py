@@ -94,7 +94,7 @@ def test_unsupported_cov_scope_fails_before_loading(tmp_path):
 
 def _artifacts(run_dir: Path) -> dict[str, bytes]:
     """Every artifact except the files that hold paths or wall-clock times."""
-    skip = {"manifest.json", "config.yaml", "timing.json"}
+    skip = {"manifest.json", "config.yaml", "timing.json", ".lock"}
     return {str(p.relative_to(run_dir)): p.read_bytes() for p in sorted(run_dir.rglob("*"))
             if p.is_file() and p.name not in skip}
 
@@ -170,8 +170,9 @@ def test_rank_gating(tmp_path, monkeypatch, rank):
     def fake(stage):
         def run_stage(store, t, out):
             ran.append(stage.name)
-            if stage.name == "metrics":
-                (out / "metrics.json").write_text(json.dumps({"iteration": t}))
+            for name in stage.outputs:  # what the stage writes (the runner records it)
+                if not rank:
+                    (out / name).write_text(json.dumps({"iteration": t}))
         return dataclasses.replace(stage, run=run_stage)
 
     monkeypatch.setattr(co, "STAGE_TABLE", tuple(fake(s) for s in co.STAGE_TABLE))

@@ -88,6 +88,7 @@ def fixture_dir(tmp_path: Path) -> Path:
 
 
 def test_registry_matches_config():
+    # the config's list is the source: the registry refuses other names when it is imported
     assert set(ev.BENCHMARKS.names()) == set(KNOWN_BENCHMARKS)
 
 
@@ -269,6 +270,35 @@ def test_missing_local_file(tmp_path):
         ev.load_benchmark("aime24", data_dir=tmp_path)
 
 
+@pytest.mark.parametrize("content, error", [
+    ('{"problem": "1+1", "answer": "2"}\n{"problem": "2+2", \n', r"test\.jsonl:2: not valid JSON"),
+    ('{"problem": "1+1", "answer": "2"}\n[1, 2]\n', r"test\.jsonl:2: a JSON object per line"),
+    ('{"problem": "1+1", "answer": "2"}\n{"question": "2+2"}\n', r"test\.jsonl:2: .*no"),
+    ("", r"aime24/test\.jsonl holds no items"),
+])
+def test_bad_benchmark_files_name_the_file_and_line(tmp_path, content, error):
+    (tmp_path / "aime24").mkdir()
+    (tmp_path / "aime24" / "test.jsonl").write_text(content)
+    with pytest.raises(ev.BenchmarkUnavailableError, match=error):
+        ev.load_benchmark("aime24", data_dir=tmp_path)
+
+
+def test_a_failed_evaluation_does_not_block_its_corrected_rerun(fixture_dir, tmp_path):
+    items = ev.load_benchmark("olympiadbench", data_dir=fixture_dir)
+    out = tmp_path / "out"
+
+    class Broken(OracleEngine):
+        def generate(self, *a, **k):
+            raise RuntimeError("out of memory")
+
+    with pytest.raises(RuntimeError):  # fails before any record is written
+        ev.evaluate(Broken(items), None, ["olympiadbench"], runs=1, data_dir=fixture_dir,
+                    out_dir=out, temperature=1.5)
+    s = ev.evaluate(OracleEngine(items), None, ["olympiadbench"], runs=1, data_dir=fixture_dir,
+                    out_dir=out, temperature=0.7)  # the corrected rerun, another protocol
+    assert s.results["olympiadbench"].n == 5
+
+
 def test_evaluate_runs_seeds_records_and_resume(fixture_dir, tmp_path):
     items = ev.load_benchmark("olympiadbench", data_dir=fixture_dir)
     engine = OracleEngine(items, wrong_every=2)
@@ -323,8 +353,59 @@ def test_cli_eval_tiny(tmp_path, capsys):
     assert len((out / "gsm_symbolic" / "run1.jsonl").read_text().splitlines()) == 3
 
 
-def test_cli_eval_unknown_benchmark(capsys):
+def _no_engine(monkeypatch):
+    """Make opening an engine (loading a model) fail the test."""
+    import vdlib.engines
+
+    def refuse(*a, **k):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr(vdlib.engines, "open_engine", refuse)
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["--benchmarks", "nope"], ["evaluation.benchmarks[0]", "allowed values", "gsm8k"]),
+    (["--runs", "0"], ["evaluation.runs", "0 < runs"]),
+    (["--top-p", "1.5"], ["evaluation.top_p"]),
+    (["--device", "tpu"], ["model.device"]),
+])
+def test_cli_eval_bad_arguments_fail_before_any_model_loads(monkeypatch, capsys, argv, words):
     from vdlib.cli import main
 
-    assert main(["eval", "--model", "tiny-random", "--benchmarks", "nope", "--runs", "1"]) == 2
-    assert "valid names" in capsys.readouterr().err
+    _no_engine(monkeypatch)
+    assert main(["eval", "--model", "tiny-random", *argv]) == 2
+    err = capsys.readouterr().err
+    for word in words:
+        assert word in err, err
+
+
+def test_cli_eval_defaults_are_the_config_evaluation_section(tmp_path):
+    """One source: with no flags, `vdlib eval` runs the config's evaluation section (the paper
+    profile's, a profile's, or a params file's); flags override single keys."""
+    import dataclasses
+
+    from vdlib.cli import build_parser, eval_config
+    from vdlib.config import EvaluationConfig, load_params
+
+    def cfg(*argv):
+        return eval_config(build_parser().parse_args(["eval", "--model", "m", *argv]))
+
+    assert cfg().evaluation == EvaluationConfig()
+    assert cfg().seed == 0 and cfg().model.device == "auto"
+    assert cfg("--profile", "tiny").evaluation == load_params({"profile": "tiny"}).evaluation
+    params = tmp_path / "p.yaml"
+    params.write_text("profile: tiny\nseed: 4\nevaluation: {runs: 2, limit: 5}\n")
+    got = cfg("--params", str(params), "--limit", "7", "--benchmarks", "gsm8k", "minerva")
+    want = dataclasses.replace(load_params(params).evaluation, limit=7,
+                               benchmarks=["gsm8k", "minerva"])
+    assert got.evaluation == want and got.evaluation.runs == 2 and got.seed == 4
+    # every evaluation key has a flag, and evaluate() defaults to the same values
+    import inspect
+
+    from vdlib.cli import EVAL_FLAG_KEYS
+
+    assert set(EVAL_FLAG_KEYS) == {f.name for f in dataclasses.fields(EvaluationConfig)}
+    sig = inspect.signature(ev.evaluate).parameters
+    for key in EVAL_FLAG_KEYS:
+        if key in sig and key != "benchmarks":
+            assert sig[key].default == getattr(EvaluationConfig(), key), key

@@ -150,11 +150,24 @@ def test_cache_prevents_repeat_calls_across_instances(server, tmp_path):
     assert server.n == 3  # the key includes the model
 
 
+def test_two_servers_with_one_model_name_never_share_an_answer(server, tmp_path):
+    second = FakeOpenAI()
+    try:
+        second.reply = lambda body: "\\boxed{7}"
+        assert make(tmp_path).solve(["Q1"]) == ["42"]
+        other = make(tmp_path, base_url=second.url)
+        assert other.request_key([{"role": "user", "content": "x"}]) != make(
+            tmp_path).request_key([{"role": "user", "content": "x"}])
+        assert other.solve(["Q1"]) == ["7"] and second.n == 1  # asked, not read from the cache
+    finally:
+        second.close()
+
+
 def test_retries_429_with_retry_after_500_and_timeout(server, tmp_path, caplog):
     server.script = [("status", 429, {"Retry-After": "0.3"}), ("status", 500), ("slow", 1.5)]
     v = make(tmp_path, timeout_s=0.5, max_concurrency=1)
     start = time.monotonic()
-    with caplog.at_level(logging.WARNING, logger="vdlib.verification"):
+    with caplog.at_level(logging.WARNING, logger="vdlib.verifier"):
         assert v.solve(["Q"]) == ["42"]
     assert time.monotonic() - start >= 0.3 + 0.5  # Retry-After waited, slow reply timed out
     assert server.n == 4 and v.usage.retries == 3 and v.usage.requests == 4
@@ -296,3 +309,48 @@ def test_no_key_in_any_written_file(server, tmp_path, caplog):
         data = path.read_bytes()
         assert b"SECRET123" not in data and b"sk-test" not in data, path
     assert "SECRET123" not in caplog.text
+
+
+# ----------------------------------------------------------------------------- one client home
+
+
+def test_key_and_server_have_one_home(monkeypatch):
+    from email.utils import formatdate
+
+    import vdlib.verification as verification
+    from vdlib import openai_client, verifier
+    from vdlib.metrics import embeddings
+
+    assert verification.MissingAPIKeyError is embeddings.MissingAPIKeyError \
+        is openai_client.MissingAPIKeyError
+    for name in ("Verifier", "LocalVerifier", "BudgetExceededError", "estimate_tokens"):
+        assert getattr(verification, name) is getattr(verifier, name)
+    monkeypatch.setenv("OPENAI_API_KEY", "")
+    with pytest.raises(MissingAPIKeyError, match="OPENAI_API_KEY.*or use X"):
+        openai_client.openai_client("the test", "use X")
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    assert openai_client.require_api_key("the test", "use X") == SECRET
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://env/v1")
+    assert openai_client.resolve_base_url("http://arg/v1") == "http://arg/v1"
+    assert openai_client.resolve_base_url(None) == "http://env/v1"
+    client = openai_client.openai_client("the test", "use X", timeout=3, max_retries=0)
+    assert str(client.base_url).startswith("http://env/v1") and client.max_retries == 0
+
+    class Failure(Exception):
+        def __init__(self, headers):
+            self.response = type("R", (), {"headers": headers})()
+
+    assert openai_client.retry_after_s(Failure({"retry-after-ms": "250"})) == 0.25
+    assert openai_client.retry_after_s(Failure({"retry-after": "2"})) == 2.0
+    assert openai_client.retry_after_s(Failure({"retry-after": formatdate(0)})) == 0.0
+    assert openai_client.retry_after_s(Failure({"retry-after": "soon"})) is None
+    assert openai_client.retry_after_s(Failure({})) is None
+
+
+def test_the_key_lives_only_in_the_client_object(server, tmp_path):
+    v = make(tmp_path)
+    assert v._client is None  # nothing built before the first uncached request
+    v.solve(["Q"])
+    assert v._client.api_key == SECRET  # what the docstring says the verifier holds
+    others = {k: val for k, val in vars(v).items() if k != "_client"}
+    assert SECRET not in json.dumps(others, default=repr) and SECRET not in repr(v)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from vdlib.layout import arm_run_id
 from vdlib.registry import Registry
 
 __all__ = ["ARMS", "arm_params", "arm_names"]
@@ -66,6 +67,6 @@ def arm_params(base: dict[str, Any], arm: str) -> dict[str, Any]:
     """``base`` with the arm's overrides merged in, ``run_id`` set to ``<arm>-seed<seed>`` and
     ``arms`` cleared (the result describes one run)."""
     merged = _merge(base, ARMS.get(arm))
-    merged["run_id"] = f"{arm}-seed{merged.get('seed', 0)}"
+    merged["run_id"] = arm_run_id(arm, merged.get("seed", 0))
     merged["arms"] = []
     return merged

@@ -2,6 +2,7 @@
 
     vdlib run params/tiny/quickstart.yaml                       # co-evolution, resumable
     vdlib eval --model smollm2-135m --benchmarks gsm_symbolic --runs 3 --limit 50
+    vdlib eval --model smollm2-135m --profile tiny          # the tiny profile's evaluation
     vdlib notebooks run --profile tiny [--only 00_quickstart] [--seeds 0 1 2]  # papermill
     vdlib params check params/paper/base.yaml                   # validate, print resolved YAML
     vdlib params describe                                       # every parameter with its source
@@ -11,18 +12,30 @@ Notebook ``notebooks/NN_name.ipynb`` runs with ``params/<profile>/<name>.yaml`` 
 ``<output-dir>/notebooks/<profile>/``; see :mod:`vdlib.notebooks`. Invalid params fail before any
 notebook starts. Re-running ``vdlib run`` with the same params continues after the last
 finished stage.
+
+``vdlib eval`` takes every evaluation setting from a config's ``evaluation`` section (that of
+``--params FILE``, else of ``--profile``, default ``paper``: the paper's protocol) together with
+its ``seed``, ``output_dir``, ``model.device``, ``model.dtype`` and ``engine`` settings; its flags
+only override them, and the result is validated like any params before a model loads.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
 
-from vdlib.config import ENGINE_BACKENDS
+from vdlib.config import (
+    ENGINE_BACKENDS,
+    PROFILE_PRESETS,
+    EvaluationConfig,
+    ExperimentConfig,
+)
 from vdlib.notebooks import notebook_params_file  # noqa: F401 - public re-export
 
 logger = logging.getLogger("vdlib")
@@ -46,20 +59,24 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from vdlib.distributed import init_distributed, is_main_process, shutdown_distributed
 
     init_distributed()  # under `accelerate launch`: join the process group first
+    over: dict[str, Any] = {}
+    if args.iterations is not None:
+        over["iterations"] = args.iterations
+    if args.seed is not None:
+        over["seed"] = args.seed
+    if args.output_dir is not None:
+        over["output_dir"] = args.output_dir
+    if args.run_id is not None:
+        over["run_id"] = args.run_id
+    if args.engine:
+        over["engine"] = {"backend": args.engine}
     try:
-        cfg = load_params(args.params)
-        if args.iterations:
-            cfg.iterations = args.iterations
-        if args.seed is not None:
-            cfg.seed = args.seed
-        if args.output_dir:
-            cfg.output_dir = args.output_dir
-        if args.engine:
-            cfg.engine.backend = args.engine
+        cfg = load_params(args.params, over)  # flags are validated like the file's keys
     except ConfigError as e:
         sys.stderr.write(f"{args.params}: {e}\n")
         return 2
-    results = run_arms(cfg, on_stage=lambda t, s: logger.info("iteration %d: %s ...", t, s))
+    results = run_arms(cfg, on_stage=lambda t, s: logger.info("iteration %d: %s ...", t, s),
+                       force=args.force)
     main = is_main_process()
     shutdown_distributed()
     if not main:
@@ -95,33 +112,67 @@ def _cmd_params(args: argparse.Namespace) -> int:
     return 0
 
 
+#: ``vdlib eval`` flags that override the ``evaluation`` section (flag dest = config key).
+EVAL_FLAG_KEYS = ("benchmarks", "runs", "temperature", "top_p", "max_context", "max_new_tokens",
+                  "data_dir", "limit", "batch_size")
+
+
+def eval_config(args: argparse.Namespace) -> ExperimentConfig:
+    """The validated config ``vdlib eval`` runs under: ``--params`` (else ``--profile``) with the
+    flags given merged over it. Raises :class:`vdlib.config.ConfigError` naming the key."""
+    from vdlib.config import load_params, merge_params, to_dict
+
+    base = (to_dict(load_params(args.params)) if args.params
+            else {"profile": args.profile or ExperimentConfig.profile})
+    over: dict[str, Any] = {"evaluation": {k: getattr(args, k) for k in EVAL_FLAG_KEYS
+                                           if getattr(args, k) is not None}}
+    if args.seed is not None:
+        over["seed"] = args.seed
+    if args.device is not None:
+        over["model"] = {"device": args.device}
+    if args.server_url is not None:
+        over["engine"] = {"server_url": args.server_url}
+    return load_params(merge_params(base, over))
+
+
+def _eval_backend(choice: str, device: str) -> str:
+    """``--engine auto``: vLLM on a GPU where vLLM is installed, else transformers."""
+    if choice != "auto":
+        return choice
+    import importlib.util
+
+    return "vllm" if device.startswith("cuda") and importlib.util.find_spec("vllm") else "hf"
+
+
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from vdlib.config import EngineConfig
+    from vdlib.config import ConfigError
     from vdlib.engines import open_engine
     from vdlib.evaluation import ROUND_TOKENS, BenchmarkUnavailableError, evaluate, format_table
     from vdlib.models import resolve_device
     from vdlib.registry import UnknownNameError
 
-    out = args.out or str(Path("outputs") / "eval" / args.model.strip("/").replace("/", "__"))
     try:
-        device = str(resolve_device(args.device))
-        backend = args.engine
-        if backend == "auto":
-            import importlib.util
-
-            backend = "vllm" if device.startswith("cuda") and importlib.util.find_spec("vllm") \
-                else "hf"
-        ecfg = EngineConfig(backend=backend, server_url=args.server_url)
+        cfg = eval_config(args)  # every argument error surfaces here, before any model loads
+    except ConfigError as e:
+        sys.stderr.write(f"vdlib eval: {e}\n")
+        return 2
+    ev = cfg.evaluation
+    out = args.out or str(Path(cfg.output_dir) / "eval"
+                          / args.model.strip("/").replace("/", "__"))
+    try:
+        device = str(resolve_device(cfg.model.device))
+        ecfg = dataclasses.replace(cfg.engine, backend=_eval_backend(args.engine, device))
         with open_engine(ecfg, args.model, device=device,
-                         dtype="bfloat16" if device != "cpu" else "float32",
-                         max_new_tokens=args.max_context, max_prompt_tokens=0,
-                         batch_size=args.batch_size, round_tokens=ROUND_TOKENS,
-                         show_progress=False, seed=args.seed) as engine:
-            summary = evaluate(engine, engine.tokenizer, args.benchmarks, runs=args.runs,
-                               seed=args.seed, temperature=args.temperature, top_p=args.top_p,
-                               max_context=args.max_context, max_new_tokens=args.max_new_tokens,
-                               data_dir=args.data_dir, limit=args.limit, out_dir=out,
-                               batch_size=args.batch_size)
+                         dtype=cfg.model.dtype if device != "cpu" else "float32",
+                         cache_dir=cfg.model.cache_dir, max_new_tokens=ev.max_context,
+                         max_prompt_tokens=0, batch_size=ev.batch_size,
+                         round_tokens=ROUND_TOKENS, show_progress=False,
+                         seed=cfg.seed) as engine:
+            summary = evaluate(engine, engine.tokenizer, ev.benchmarks, runs=ev.runs,
+                               seed=cfg.seed, temperature=ev.temperature, top_p=ev.top_p,
+                               max_context=ev.max_context, max_new_tokens=ev.max_new_tokens,
+                               data_dir=ev.data_dir, limit=ev.limit, out_dir=out,
+                               batch_size=ev.batch_size)
     except (UnknownNameError, BenchmarkUnavailableError, ValueError) as e:
         sys.stderr.write(f"vdlib eval: {e}\n")
         return 2
@@ -130,68 +181,141 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _config_help(section: type, key: str) -> str:
+    """A flag's help: the config field's own help text and its ``paper`` default."""
+    f = next(x for x in dataclasses.fields(section) if x.name == key)
+    default = getattr(section(), key)
+    shown = (" ".join(map(str, default)) if isinstance(default, list)
+             else "null" if default is None else default)
+    text = f"{f.metadata['help']} Default: {shown}."
+    return text.replace("%", "%%")  # argparse formats help with %
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="vdlib", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="debug logging, and the full traceback of an error")
+    verbose = argparse.ArgumentParser(add_help=False)  # -v after the subcommand too
+    verbose.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                         help="debug logging, and the full traceback of an error")
     sub = p.add_subparsers(dest="command", required=True)
 
-    rn = sub.add_parser("run", help="run (or resume) a co-evolution experiment")
+    def command(name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=[verbose], **kwargs)
+
+    rn = command("run", help="run (or resume) a co-evolution experiment")
     rn.add_argument("params", help="params YAML, e.g. params/tiny/quickstart.yaml")
     rn.add_argument("--iterations", type=int, help="override the number of iterations")
     rn.add_argument("--seed", type=int, help="override the run seed")
     rn.add_argument("--output-dir", help="override output_dir")
     rn.add_argument("--engine", choices=ENGINE_BACKENDS,
                     help="override engine.backend (the generation engine of every stage)")
+    rn.add_argument("--run-id", help="override run_id (a new folder: e.g. to keep a finished "
+                    "run and start another with a changed config)")
+    rn.add_argument("--force", action="store_true",
+                    help="a run folder that holds another config is moved aside to "
+                    "<run_id>.replaced-<time> and the run starts afresh (old and new results "
+                    "are never mixed); without it such a folder is refused")
     rn.set_defaults(func=_cmd_run)
 
-    nb = sub.add_parser("notebooks", help="execute the experiment notebooks with papermill")
+    nb = command("notebooks", help="execute the experiment notebooks with papermill")
     nb.add_argument("action", choices=["run"])
-    nb.add_argument("--profile", default="tiny", choices=["tiny", "gpu", "paper"])
+    nb.add_argument("--profile", default="tiny", choices=list(PROFILE_PRESETS))
     nb.add_argument("--only", nargs="+", help="notebook names, e.g. 00_quickstart")
     nb.add_argument("--notebooks-dir", default=str(REPO_ROOT / "notebooks"))
     nb.add_argument("--params-dir", default=str(REPO_ROOT / "params"))
-    nb.add_argument("--output-dir", default="outputs", help="executed copies go to "
-                    "OUTPUT_DIR/notebooks/<profile>/")
+    nb.add_argument("--output-dir", default=ExperimentConfig.output_dir,
+                    help="executed copies go to OUTPUT_DIR/notebooks/<profile>/")
     nb.add_argument("--seeds", nargs="+", type=int, help="override the params' seeds")
     nb.add_argument("--force", action="store_true", help="re-execute complete notebooks too")
     nb.set_defaults(func=_cmd_notebooks)
 
-    pa = sub.add_parser("params", help="validate or describe experiment parameters")
+    pa = command("params", help="validate or describe experiment parameters")
     pa.add_argument("action", choices=["check", "describe"])
     pa.add_argument("file", nargs="?")
     pa.set_defaults(func=_cmd_params)
 
-    ev = sub.add_parser("eval", help="evaluate a model on benchmarks (pass@1 over runs, +- s.e.)")
+    ev = command("eval", help="evaluate a model on benchmarks (pass@1 over runs, +- s.e.)",
+                        description="Defaults: the evaluation section of --params, else of "
+                        "--profile (paper: the paper's protocol); the flags override it. The "
+                        "defaults shown are the paper profile's.")
     ev.add_argument("--model", required=True, help="registered name, local path or Hub id")
-    ev.add_argument("--benchmarks", nargs="+", required=True, help="e.g. gsm8k math500")
-    ev.add_argument("--runs", type=int, default=3, help="independent runs (seeds seed..seed+k-1)")
-    ev.add_argument("--seed", type=int, default=0)
-    ev.add_argument("--data-dir", help="local benchmarks: DIR/<name>/test.jsonl (else the Hub)")
-    ev.add_argument("--limit", type=int, help="first N items per benchmark")
-    ev.add_argument("--out", help="records folder (default outputs/eval/<model>); resumable")
-    ev.add_argument("--temperature", type=float, default=0.7)
-    ev.add_argument("--top-p", type=float, default=1.0)
-    ev.add_argument("--max-context", type=int, default=4096, help="prompt + answer tokens")
-    ev.add_argument("--max-new-tokens", type=int, help="cap on answer tokens (default: none)")
-    ev.add_argument("--batch-size", type=int, default=64, help="prompts per generate call")
-    ev.add_argument("--device", default="auto")
+    src = ev.add_mutually_exclusive_group()
+    src.add_argument("--profile", choices=list(PROFILE_PRESETS),
+                     help=f"take the defaults from this profile (default "
+                     f"{ExperimentConfig.profile})")
+    src.add_argument("--params", help="take the defaults from this params YAML (its evaluation "
+                     "section, seed, output_dir, model.device, model.dtype and engine)")
+    ev.add_argument("--benchmarks", nargs="+", metavar="NAME",
+                    help=_config_help(EvaluationConfig, "benchmarks"))
+    for key, kind in (("runs", int), ("temperature", float), ("top_p", float),
+                      ("max_context", int), ("max_new_tokens", int), ("data_dir", str),
+                      ("limit", int), ("batch_size", int)):
+        ev.add_argument(f"--{key.replace('_', '-')}", type=kind,
+                        help=_config_help(EvaluationConfig, key))
+    ev.add_argument("--seed", type=int, help="seed of run 0 (run r uses seed + r); default: the "
+                    f"config's seed ({ExperimentConfig.seed})")
+    ev.add_argument("--out", help="records folder (default <output_dir>/eval/<model>); "
+                    "resumable")
+    ev.add_argument("--device", help="override model.device (default: the config's, "
+                    f"{ExperimentConfig().model.device})")
     ev.add_argument("--engine", default="auto", choices=["auto", *ENGINE_BACKENDS],
                     help="generation engine (auto: vllm on a GPU where vLLM is installed, "
-                    "else hf)")
+                    "else hf); the config's engine section supplies its other settings")
     ev.add_argument("--server-url", help="--engine server: a running vLLM server's base URL "
-                    "(default: vdlib starts one)")
+                    "(default: the config's engine.server_url; null: vdlib starts one)")
     ev.add_argument("--format", choices=["markdown", "latex"], default="markdown")
     ev.set_defaults(func=_cmd_eval)
     return p
 
 
+def expected_failure(err: BaseException) -> str | None:
+    """A one-line message for the failures a user can fix without a traceback (a config that
+    does not fit a run folder, a busy folder, bad params, an offline model hub, a missing
+    package, an unwritable output folder); None for anything else."""
+    from vdlib.config import ConfigError
+    from vdlib.run_state import RunConfigMismatch, RunLockedError
+
+    if isinstance(err, RunConfigMismatch | RunLockedError | ConfigError):
+        return str(err)
+    if isinstance(err, ModuleNotFoundError):
+        return (f"{err}; install the package (make install, or the extra that provides it: "
+                "see README)")
+    if isinstance(err, PermissionError):
+        return f"{err.filename or err}: permission denied; choose a writable --output-dir"
+    text = str(err)
+    if isinstance(err, OSError) and ("offline" in text.lower() or "HF_HUB_OFFLINE" in text
+                                     or "couldn't connect" in text.lower()):
+        return (f"{text.splitlines()[0]} (the model hub is offline here: use a registered "
+                "name such as smollm2-135m, a local folder, or a cached id)")
+    return None
+
+
+def _exit_on_sigterm() -> None:
+    """SIGTERM raises SystemExit (exit status 143) so that cleanup (``finally``) runs, as for
+    Ctrl-C; temporary folders are not left behind."""
+    import signal
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    try:
+        signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread (e.g. called from a notebook's worker)
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _exit_on_sigterm()
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return args.func(args)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    try:
+        return args.func(args)
+    except Exception as e:  # noqa: BLE001 - expected failures get one line, others re-raise
+        message = expected_failure(e)
+        if message is None or args.verbose:
+            raise
+        sys.stderr.write(f"vdlib {args.command}: {message}\n(-v shows the traceback)\n")
+        return 2

@@ -65,8 +65,18 @@ from vdlib.distributed import (
     is_main_process,
     world_size,
 )
-from vdlib.layout import iteration_dir, make_run_dir, run_id, start_run
+from vdlib.layout import iteration_dir, manifest_path, run_path, start_run
 from vdlib.model_store import ModelStore
+from vdlib.run_state import (
+    RunLock,
+    check_record,
+    claim_run,
+    file_record,
+    read_manifest,
+    remove_outputs,
+    remove_temporary,
+    update_manifest,
+)
 from vdlib.seeding import derive_seed
 from vdlib.stages import STAGE_TABLE, STAGES, TRAINING_STAGES
 
@@ -91,45 +101,90 @@ def _seed_everything(seed: int) -> None:
 
 
 class Loop:
-    """One run: its folder (``config.yaml`` and ``manifest.json`` written on start), its
+    """One run: its folder (locked, checked against the config's fingerprint, then
+    ``config.yaml`` and ``manifest.json`` written: :func:`vdlib.run_state.claim_run`), its
     :class:`~vdlib.model_store.ModelStore`, and :meth:`run`, which walks
-    :data:`vdlib.stages.STAGE_TABLE` for every iteration."""
+    :data:`vdlib.stages.STAGE_TABLE` for every iteration. ``force``: a folder holding another
+    config is moved aside (never mixed) instead of refused."""
 
-    def __init__(self, cfg: ExperimentConfig) -> None:
+    def __init__(self, cfg: ExperimentConfig, *, force: bool = False) -> None:
         self.cfg = cfg
-        folder = (cfg.output_dir, cfg.experiment, run_id(cfg))
-        if world_size() > 1:
-            if is_main_process():
-                start_run(cfg)
-            barrier()
-            self.run_dir = make_run_dir(*folder)
-        else:
-            self.run_dir = start_run(cfg)
+        self.lock: RunLock | None = None
+        if is_main_process():
+            self.lock, self.run_dir = claim_run(cfg, force=force)
+            start_run(cfg)
+        barrier()
+        if not is_main_process():
+            self.run_dir = run_path(cfg)
         self.store = ModelStore(cfg, self.run_dir)
 
+    def close(self) -> None:
+        """Release the run folder's lock (the process's exit releases it too)."""
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
+
+    def _verified(self, records: dict[str, Any], t: int, stage: Any, out: Path) -> bool:
+        record = records.get(stage_key(t, stage.name))
+        if record is None:
+            return False
+        why = check_record(out, record)
+        if why is not None:
+            logger.warning("iteration %d %s: %s; the stage and every later one run again", t,
+                           stage.name, why)
+        return why is None
+
     def run(self, on_stage: Callable[[int, str], None] | None = None) -> RunResult:
-        """All iterations. A stage whose done-marker exists is skipped (resume). With several
-        processes, the training stages run on every rank and the others on the main one (the
-        rest wait at a barrier, then read from disk)."""
+        """All iterations. A stage whose record in the manifest matches the disk is skipped
+        (resume); the first stage that is not runs again, and so does every stage after it
+        (their records are dropped first, so a stale result is never reported as complete).
+        With several processes, the training stages run on every rank and the others on the
+        main one (the rest wait at a barrier, then read from disk)."""
+        try:
+            return self._run(on_stage)
+        finally:
+            self.close()
+
+    def _run(self, on_stage: Callable[[int, str], None] | None) -> RunResult:
         result = RunResult(self.run_dir)
         self.store.prepare_bases()
         main = is_main_process()
+        manifest = manifest_path(self.run_dir)
+        records = dict(read_manifest(manifest).get("stages", {})) if main else {}
+        rerun = False
         for t in range(1, self.cfg.iterations + 1):
             out = iteration_dir(self.run_dir, t)
             out.mkdir(parents=True, exist_ok=True)
             for stage in STAGE_TABLE:
-                if broadcast_from_main(stage.finished(out)):
+                done = main and not rerun and self._verified(records, t, stage, out)
+                if broadcast_from_main(done):
                     logger.info("iteration %d %s: done earlier, skipped", t, stage.name)
                     continue
+                if main and not rerun:
+                    records = {k: v for k, v in records.items()
+                               if stage_order(k) < stage_order(stage_key(t, stage.name))}
+                    update_manifest(manifest, stages=records)
+                rerun = True
+                if main:
+                    stale = remove_outputs(out, stage.outputs)
+                    if stale:
+                        logger.info("iteration %d %s: removed unrecorded %s", t, stage.name,
+                                    ", ".join(stale))
                 here = main or stage.every_rank
                 if on_stage is not None and here:
                     on_stage(t, stage.name)
                 start = time.perf_counter()
                 _seed_everything(derive_seed(self.cfg.seed, stage.name, t) % 2**63)
                 if here:
-                    stage.run(self.store, t, out)
+                    try:
+                        stage.run(self.store, t, out)
+                    finally:  # also on SIGTERM / Ctrl-C: no working folder is left behind
+                        if main:
+                            remove_temporary(out)
                 seconds = time.perf_counter() - start
                 if main:
+                    records[stage_key(t, stage.name)] = file_record(out, stage.outputs)
+                    update_manifest(manifest, stages=records)
                     timing_path = out / "timing.json"
                     timing = json.loads(timing_path.read_text()) if timing_path.exists() else {}
                     atomic_write_json(timing_path, {**timing, stage.name: round(seconds, 2)})
@@ -142,6 +197,17 @@ class Loop:
             start_run(self.cfg)  # refresh the manifest's "updated" time
         barrier()
         return result
+
+
+def stage_key(t: int, stage: str) -> str:
+    """The manifest's key for stage ``stage`` of iteration ``t``: ``"<t>/<stage>"``."""
+    return f"{t}/{stage}"
+
+
+def stage_order(key: str) -> tuple[int, int]:
+    """(iteration, position in the stage table) of a :func:`stage_key`."""
+    t, _, name = key.partition("/")
+    return int(t), STAGES.index(name) if name in STAGES else len(STAGES)
 
 
 def _summary(m: dict[str, Any]) -> str:
@@ -180,30 +246,33 @@ def check_visible_gpus(cfg: ExperimentConfig, device_count: int | None = None) -
             "GPU with accelerate launch")
 
 
-def run(config: ExperimentConfig | str | dict, on_stage: Callable[[int, str], None] | None = None
-        ) -> RunResult:
+def run(config: ExperimentConfig | str | dict, on_stage: Callable[[int, str], None] | None = None,
+        *, force: bool = False) -> RunResult:
     """Run (or resume) the co-evolution of ``config`` (an ExperimentConfig, params path or
     dict); returns the run folder and each iteration's metrics. ``config.arms`` is ignored
-    here: see :func:`run_arms`."""
+    here: see :func:`run_arms`. A folder that holds a run of another config is refused
+    (:class:`vdlib.run_state.RunConfigMismatch`), or with ``force`` moved aside first."""
     cfg = config if isinstance(config, ExperimentConfig) else load_params(config)
     check_supported(cfg)
     init_distributed()
     check_visible_gpus(cfg)
-    return Loop(cfg).run(on_stage)
+    return Loop(cfg, force=force).run(on_stage)
 
 
 def run_arms(config: ExperimentConfig | str | dict,
-             on_stage: Callable[[int, str], None] | None = None) -> dict[str, RunResult]:
+             on_stage: Callable[[int, str], None] | None = None, *, force: bool = False
+             ) -> dict[str, RunResult]:
     """Run (or resume) every arm in ``config.arms`` (vdlib.arms), each in its own folder
-    ``<experiment>/<arm>-seed<seed>``; with no arms, the config itself under its own name."""
+    ``<experiment>/<arm>-seed<seed>``; with no arms, the config itself under its own name.
+    ``force``: as in :func:`run`."""
     from vdlib.arms import arm_params
     from vdlib.config import to_dict
 
     cfg = config if isinstance(config, ExperimentConfig) else load_params(config)
     if not cfg.arms:
-        return {cfg.run_id or "run": run(cfg, on_stage)}
+        return {cfg.run_id or "run": run(cfg, on_stage, force=force)}
     base = to_dict(cfg)
     configs = {arm: load_params(arm_params(base, arm)) for arm in cfg.arms}  # validate all first
     for c in configs.values():
         check_supported(c)
-    return {arm: run(c, on_stage) for arm, c in configs.items()}
+    return {arm: run(c, on_stage, force=force) for arm, c in configs.items()}

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from vdlib import layout
 from vdlib.config import ExperimentConfig, load_params
 from vdlib.evaluation import BenchmarkResult, EvalSummary
 from vdlib.stats import mean_and_se
@@ -52,12 +53,14 @@ def seed_configs(cfg: ExperimentConfig, seeds: Iterable[int] | None = None
 
 
 def experiment_dir(cfg: ExperimentConfig) -> Path:
-    return Path(cfg.output_dir) / cfg.experiment
+    """``<output_dir>/<experiment>`` of ``cfg`` (:func:`vdlib.layout.experiment_dir`)."""
+    return layout.experiment_dir(cfg.output_dir, cfg.experiment)
 
 
 def report_dir(cfg: ExperimentConfig, notebook: str) -> Path:
-    """``<output_dir>/<experiment>/reports/<notebook>/``: a notebook's tables and figures."""
-    path = experiment_dir(cfg) / "reports" / notebook
+    """``<output_dir>/<experiment>/reports/<notebook>/``: a notebook's tables and figures
+    (:func:`vdlib.layout.report_dir`), created if missing."""
+    path = layout.report_dir(cfg.output_dir, cfg.experiment, notebook)
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -140,11 +143,10 @@ def evaluate_checkpoint(model_dir: str | Path, cfg: ExperimentConfig, out_dir: s
 
 
 def _last_iteration(run_dir: Path) -> int:
-    its = [int(p.name.split("_")[1]) for p in run_dir.glob("iter_*") if p.name[5:].isdigit()
-           and (p / "metrics.json").exists()]
-    if not its:
+    finished = layout.iteration_dirs(run_dir, layout.METRICS_FILE)
+    if not finished:
         raise FileNotFoundError(f"{run_dir} has no finished iteration")
-    return max(its)
+    return finished[-1][0]
 
 
 def evaluate_runs(runs: Mapping[RunKey, Path], cfg: ExperimentConfig, role: str = "solver",
@@ -158,11 +160,13 @@ def evaluate_runs(runs: Mapping[RunKey, Path], cfg: ExperimentConfig, role: str 
     for key, run_dir in runs.items():
         run_dir = Path(run_dir)
         if role == "policy":
-            model_dir, name = run_dir / "policy_model", "policy"
+            model_dir = layout.policy_model_dir(run_dir)
+            out_dir = layout.evaluation_dir(run_dir, role)
         else:
             t = iteration if iteration is not None else _last_iteration(run_dir)
-            model_dir, name = run_dir / f"iter_{t}" / f"{role}_model", f"{role}_iter{t}"
-        out[key] = evaluate_checkpoint(model_dir, cfg, run_dir / "eval" / name)
+            model_dir = layout.role_model_dir(run_dir, t, role)
+            out_dir = layout.evaluation_dir(run_dir, role, t)
+        out[key] = evaluate_checkpoint(model_dir, cfg, out_dir)
     return out
 
 
@@ -173,8 +177,8 @@ def evaluate_base(cfg: ExperimentConfig, model: str | None = None) -> EvalSummar
 
     name = model or cfg.solver_model
     path = ModelStore(cfg).base(name, "base")
-    safe = name.strip("/").replace("/", "__")
-    return evaluate_checkpoint(path, cfg, experiment_dir(cfg) / "base_eval" / safe)
+    return evaluate_checkpoint(path, cfg,
+                               layout.base_evaluation_dir(cfg.output_dir, cfg.experiment, name))
 
 
 def pool_seeds(summaries: Mapping[RunKey, EvalSummary]) -> dict[str, EvalSummary]:
@@ -212,7 +216,7 @@ def accuracy_frame(summaries: Mapping[Any, EvalSummary], **columns: Any):
     return pd.DataFrame(rows)
 
 
-def entropy_frame(runs: Mapping[RunKey, Path], filename: str = "policy_train.json"):
+def entropy_frame(runs: Mapping[RunKey, Path], filename: str = layout.POLICY_TRAIN_FILE):
     """Tidy ``arm, seed, step, entropy`` from TRL's log history in each run's ``filename``
     (``policy_train.json`` of single-policy runs; ``iter_<t>/proposer_train.json`` works too)."""
     import pandas as pd
@@ -245,7 +249,7 @@ def reference_runs(cfg: ExperimentConfig, arms: Iterable[str]) -> dict[RunKey, P
     for name in cfg.reference_experiments:
         for arm in arms:
             for seed in cfg.seeds:
-                path = Path(cfg.output_dir) / name / f"{arm}-seed{seed}"
+                path = layout.arm_run_path(cfg.output_dir, name, arm, seed)
                 try:
                     _last_iteration(path)
                 except FileNotFoundError:
@@ -310,7 +314,7 @@ def composition_frame(runs: Mapping[RunKey, Path], cfg: ExperimentConfig, iterat
 
     rows = []
     for (arm, seed), run_dir in runs.items():
-        questions = read_jsonl(Path(run_dir) / f"iter_{iteration}" / "questions.jsonl")
+        questions = read_jsonl(layout.iteration_dir(run_dir, iteration) / layout.QUESTIONS_FILE)
         band = [q for q in questions if q.get("valid") and in_window(q.get("acc"), s.tau_min,
                                                                       s.tau_max)]
         texts = [q["question"] for q in band]
@@ -341,13 +345,13 @@ def transfer_grid(runs: Mapping[RunKey, Path], cfg: ExperimentConfig, iteration:
                              engine=cfg.engine)
     out: dict[RunKey, dict[str, Any]] = {}
     for (arm, seed), run_dir in runs.items():
-        target = experiment_dir(cfg) / f"{arm}-seed{seed}"
+        target = layout.arm_run_path(cfg.output_dir, cfg.experiment, arm, seed)
         data = build_transfer_dataset(run_dir, iteration, verifier,
-                                      out_path=target / "verified" / "curriculum.jsonl")
+                                      out_path=layout.verified_curriculum_path(target))
         verifier.close()  # a local engine frees the GPU before the transfer model trains
-        summary = json.loads(data.with_name(data.stem + ".summary.json").read_text())
-        c = dataclasses.replace(cfg, seed=seed, run_id=f"{arm}-seed{seed}")
-        model = train_transfer(c, data, target / "transfer")
+        summary = json.loads(layout.dataset_summary_path(data).read_text())
+        c = dataclasses.replace(cfg, seed=seed, run_id=layout.arm_run_id(arm, seed))
+        model = train_transfer(c, data, layout.transfer_training_dir(target))
         out[(arm, seed)] = {"verified": summary["n_kept"], "valid": summary["n_valid"],
                             "kept_fraction": summary["kept_fraction"], "model": str(model)}
     return out

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from vdlib import layout
 from vdlib.artifacts import atomic_write_json, read_jsonl
 from vdlib.config import ExperimentConfig, GRPOConfig, load_params
 from vdlib.prompts import solver_prompt
@@ -164,14 +165,13 @@ def run_single_policy(config: ExperimentConfig | dict | str) -> Path:
     alpha < 1 and the train phase is on (a fresh mask per step, seeded from
     ``(seed, 1, "train", step)``). Writes ``policy_model/`` and ``policy_train.json`` (its
     ``log_history`` holds the per-step policy ``entropy``) in the run folder; returns it."""
-    from vdlib.layout import start_run
     from vdlib.model_store import ModelStore
     from vdlib.vocab_dropout import mask_seed, phase_mask
 
     cfg = config if isinstance(config, ExperimentConfig) else load_params(config)
-    run_dir = start_run(cfg)
+    run_dir = layout.start_run(cfg)
     store = ModelStore(cfg, run_dir)
-    target = run_dir / "policy_model"
+    target = layout.policy_model_dir(run_dir)
     if (target / "config.json").exists():
         logger.info("single-policy model %s exists; skipped", target)
         return run_dir
@@ -184,7 +184,7 @@ def run_single_policy(config: ExperimentConfig | dict | str) -> Path:
         seed=derive_seed(cfg.seed, "policy", 1), use_cpu=store.use_cpu, vocab_dropout=vd,
         mask_seed_fn=(lambda step: mask_seed(cfg.seed, 1, "train", step)) if vd else None,
         engine=cfg.engine)
-    atomic_write_json(run_dir / "policy_train.json", {
+    atomic_write_json(run_dir / layout.POLICY_TRAIN_FILE, {
         "dataset": sp.dataset, "problems": len(problems), "alpha_train": vd.alpha if vd else 1.0,
         "masked": vd is not None, "mask_log": trainer.mask_log, **train_log(trainer, reward)})
     store.save_model(trainer, tok, target)

@@ -34,7 +34,9 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["NOT_FINGERPRINTED", "fingerprinted", "config_fingerprint", "fingerprint_diff",
-           "RunLock", "RunLockedError", "file_record", "check_record", "LOCK_FILE"]
+           "RunLock", "RunLockedError", "file_record", "check_record", "LOCK_FILE",
+           "read_manifest", "update_manifest", "RunConfigMismatch", "set_aside", "claim_run",
+           "remove_outputs", "remove_temporary"]
 
 LOCK_FILE = ".lock"
 
@@ -230,3 +232,145 @@ def check_record(root: str | os.PathLike, record: Mapping[str, Mapping[str, Any]
         if path.stat().st_size != want.get("size") or _sha256(path) != want.get("sha256"):
             return f"{path} changed since its stage finished (size or content hash differs)"
     return None
+
+
+# ----------------------------------------------------------------------------- the manifest
+
+
+def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
+    """The run's ``manifest.json`` as a dict ({} if absent); a file that does not parse is an
+    error naming it and saying what to do."""
+    path = Path(path)
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ValueError(f"{path} is not valid JSON ({e}); the run's record is lost: move the "
+                         "run folder away (--force does) and run again") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} holds {type(data).__name__}, not a JSON object")
+    return data
+
+
+def update_manifest(path: str | os.PathLike, **fields: Any) -> dict[str, Any]:
+    """Merge ``fields`` into the manifest and write it atomically; returns the new manifest."""
+    from vdlib.artifacts import atomic_write_json
+
+    data = {**read_manifest(path), **fields}
+    atomic_write_json(path, data)
+    return data
+
+
+# ----------------------------------------------------------------------------- claiming a folder
+
+
+class RunConfigMismatch(ValueError):
+    """The run folder holds a run of another config (the message lists the differing keys)."""
+
+
+def _previous_config(run_dir: Path) -> dict[str, Any] | None:
+    import yaml
+
+    from vdlib.layout import config_path
+
+    path = config_path(run_dir)
+    if not path.exists():
+        return None
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise ValueError(f"{path} cannot be read ({str(e).splitlines()[0]}); the run's config "
+                         "is lost: move the run folder away (--force does) and run again") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} is not a mapping; move the run folder away (--force does)")
+    return data
+
+
+def set_aside(run_dir: str | os.PathLike) -> Path:
+    """Rename ``run_dir`` to ``<name>.replaced-<UTC time>`` beside it; returns the new path."""
+    import datetime
+
+    run_dir = Path(run_dir)
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    target = run_dir.with_name(f"{run_dir.name}.replaced-{stamp}")
+    run_dir.rename(target)
+    return target
+
+
+def claim_run(cfg: Any, *, force: bool = False) -> tuple[RunLock, Path]:
+    """Lock the run folder of ``cfg`` (created if missing) and check that it holds a run of the
+    same config fingerprint (or none yet). Another config is refused with the differing keys
+    (:class:`RunConfigMismatch`); with ``force`` the old folder is moved aside
+    (:func:`set_aside`) and a fresh one is started, so old and new results never mix. A
+    corrupt ``config.yaml`` or ``manifest.json`` is an error naming the file (moved aside
+    under ``force``). Nothing in the folder is written here. Returns (held lock, folder)."""
+    import logging
+
+    from vdlib.config import to_dict
+    from vdlib.layout import manifest_path, run_path
+
+    run_dir = run_path(cfg)
+    lock = RunLock(run_dir).acquire()
+    try:
+        try:
+            old = _previous_config(run_dir)
+            read_manifest(manifest_path(run_dir))
+            differs = old is not None and config_fingerprint(old) != config_fingerprint(
+                to_dict(cfg))
+            why = "\n  ".join(fingerprint_diff(fingerprinted(old), fingerprinted(to_dict(cfg)))
+                              ) if differs and old is not None else None
+        except ValueError as e:
+            if not force:
+                raise
+            differs, why = True, str(e)
+        if differs and not force:
+            raise RunConfigMismatch(
+                f"{run_dir} holds a run of another config; the keys that differ (folder -> "
+                f"now):\n  {why}\nResume it with its own config, give this one another "
+                "run_id or experiment, or pass --force to move the old run aside and start "
+                "afresh")
+        if differs:
+            aside = set_aside(run_dir)
+            logging.getLogger(__name__).warning("%s held another config (%s); moved to %s",
+                                                run_dir, why.replace("\n  ", "; "), aside)
+            fresh = RunLock(run_dir).acquire()
+            lock.release()
+            lock = fresh
+    except BaseException:
+        lock.release()
+        raise
+    return lock, run_dir
+
+
+def remove_outputs(root: str | os.PathLike, names: Iterable[str]) -> list[str]:
+    """Delete the files and folders ``names`` under ``root`` (a stage about to run again must
+    not find its stale outputs: a checkpoint folder that exists is never rebuilt). Returns the
+    names that existed."""
+    import shutil
+
+    root = Path(root)
+    gone = []
+    for name in names:
+        path = root / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+        else:
+            continue
+        gone.append(name)
+    return gone
+
+
+def remove_temporary(folder: str | os.PathLike) -> list[str]:
+    """Delete the hidden folders in an iteration folder (TRL's ``.trl_*`` working folders and
+    ``.<name>.tmp-*`` checkpoints being built): what a stopped stage leaves behind."""
+    import shutil
+
+    gone = []
+    for path in sorted(Path(folder).glob(".*")):
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+            gone.append(path.name)
+    return gone

@@ -193,26 +193,26 @@ def metrics(store: ModelStore, t: int, out: Path) -> None:
 
 @dataclass(frozen=True)
 class Stage:
-    """One row of the iteration: ``done`` is the file (or a checkpoint folder's
-    ``config.json``) whose existence marks the stage finished; ``every_rank``: run on every
-    process (GRPO through TRL) rather than only the main one."""
+    """One row of the iteration: ``outputs`` are the files (and checkpoint folders) the stage
+    writes, in the order it writes them; the runner records their sizes and hashes in the
+    manifest once the stage returns, and a resume skips the stage only if that record still
+    matches the disk (:mod:`vdlib.run_state`). ``every_rank``: run on every process (GRPO
+    through TRL) rather than only the main one."""
 
     name: str
-    done: str
+    outputs: tuple[str, ...]
     run: Callable[[ModelStore, int, Path], None]
     every_rank: bool = False
 
-    def finished(self, out: Path) -> bool:
-        return (out / self.done).exists()
-
 
 STAGE_TABLE: tuple[Stage, ...] = (
-    Stage("proposer", "proposer_model/config.json", proposer, every_rank=True),
-    Stage("generate", "generated.jsonl", generate),
-    Stage("score", "questions.jsonl", score),
-    Stage("curriculum", "curriculum.jsonl", curriculum),
-    Stage("solver", "solver_model/config.json", solver, every_rank=True),
-    Stage("metrics", "metrics.json", metrics),
+    Stage("proposer", ("proposer_rollouts.jsonl", "proposer_train.json", "proposer_model"),
+          proposer, every_rank=True),
+    Stage("generate", ("generated.jsonl",), generate),
+    Stage("score", ("questions.jsonl",), score),
+    Stage("curriculum", ("curriculum.jsonl",), curriculum),
+    Stage("solver", ("solver_train.json", "solver_model"), solver, every_rank=True),
+    Stage("metrics", ("metrics.json",), metrics),
 )
 STAGES = tuple(s.name for s in STAGE_TABLE)
 TRAINING_STAGES = tuple(s.name for s in STAGE_TABLE if s.every_rank)

@@ -4,8 +4,10 @@ The protocol (paper, "Standard benchmarks" and the evaluation prompt in its appe
 
 - zero-shot; the question followed by the evaluation instruction, in the model's chat template,
   with no system message (:func:`vdlib.prompts.evaluation_prompt`);
-- temperature 0.7, top-p 1.0, a maximum context of 4096 tokens: each prompt may generate
-  ``max_context - len(prompt tokens)`` new tokens (optionally capped by ``max_new_tokens``);
+- temperature 0.7, top-p 1.0, a maximum context of 4096 tokens (the defaults of the config's
+  ``evaluation`` section, :class:`vdlib.config.EvaluationConfig`, the one source of these
+  values): each prompt may generate ``max_context - len(prompt tokens)`` new tokens (optionally
+  capped by ``max_new_tokens``);
 - the last ``\boxed{}`` of the completion is graded against the gold answer with
   :func:`vdlib.grading.is_equivalent` (math-verify, gold first);
 - ``k = runs`` independent runs, run ``r`` sampled with seed ``seed + r``; pass@1 of a run is the
@@ -14,7 +16,8 @@ The protocol (paper, "Standard benchmarks" and the evaluation prompt in its appe
   Miller (2024), "Adding error bars to evals: a statistical approach to language model
   evaluations", as the paper does.
 
-Benchmarks (:data:`BENCHMARKS`, :func:`load_benchmark`):
+Benchmarks (:data:`BENCHMARKS`, :func:`load_benchmark`; their names are
+:data:`vdlib.config.KNOWN_BENCHMARKS`):
 
 - maths, from the Hub (pinned ids and splits, R-Zero's list) or from
   ``<data_dir>/<name>/test.jsonl``: ``gsm8k``, ``math500``, ``amc23``, ``olympiadbench``,

@@ -2,6 +2,10 @@
 ``{id, problem, answer, ...}`` items, and loading from the Hub, a local folder or an offline
 stand-in.
 
+The names come from one place, :data:`vdlib.config.KNOWN_BENCHMARKS` (what a config may list,
+checked before any model loads): registering a name not declared there is an error, and so is a
+declared name left without a spec (both when this module is imported).
+
 Part of :mod:`vdlib.evaluation` (the protocol is described there)."""
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vdlib.config import KNOWN_BENCHMARKS
 from vdlib.models import hub_offline
 from vdlib.parsing import strip_cot_suffix
 from vdlib.registry import Registry
@@ -56,6 +61,15 @@ class BenchmarkSpec:
 
 
 BENCHMARKS: Registry[BenchmarkSpec] = Registry("benchmark")
+
+
+def _register(spec: BenchmarkSpec) -> None:
+    """Add ``spec`` to :data:`BENCHMARKS`; its name must be declared in ``KNOWN_BENCHMARKS``."""
+    if spec.name not in KNOWN_BENCHMARKS:
+        raise ValueError(f"benchmark {spec.name!r} is not declared in "
+                         "vdlib.config.KNOWN_BENCHMARKS (the single list of benchmark names); "
+                         "add it there")
+    BENCHMARKS.add(spec.name, spec)
 
 
 def _first(row: Mapping[str, Any], keys: Sequence[str], what: str) -> Any:
@@ -129,8 +143,8 @@ def _math_converter(name: str, *, gsm8k: bool = False, dollars: bool = False):
 
 def _register_math(name: str, display: str, hub_id: str, split: str, config: str | None = None,
                    **conv: bool) -> None:
-    BENCHMARKS.add(name, BenchmarkSpec(name, display, "math", hub_id, config, split,
-                                       convert=_math_converter(name, **conv)))
+    _register(BenchmarkSpec(name, display, "math", hub_id, config, split,
+                            convert=_math_converter(name, **conv)))
 
 
 # Pinned Hub ids and splits: R-Zero's evaluation list (MATH-500 is the prm800k 500-problem test
@@ -171,12 +185,12 @@ def _load_champ(limit: int | None, seed: int) -> list[dict[str, Any]]:
              "category": p.category, "index": i} for i, p in enumerate(problems.values())]
 
 
-BENCHMARKS.add("gsm_symbolic", BenchmarkSpec(
+_register(BenchmarkSpec(
     "gsm_symbolic", "GSM-Symbolic (rg)", "math", load=_load_gsm_symbolic,
     note=f"reasoning-gym gsm_symbolic, limit items (default {GSM_SYMBOLIC_DEFAULT_SIZE}) "
          "from seed"))
-BENCHMARKS.add("champ", BenchmarkSpec("champ", "CHAMP", "math", load=_load_champ,
-                                      note="champ-dataset v0 (270 problems)"))
+_register(BenchmarkSpec("champ", "CHAMP", "math", load=_load_champ,
+                        note="champ-dataset v0 (270 problems)"))
 
 
 # Out-of-domain multiple choice ---------------------------------------------------------------
@@ -252,24 +266,32 @@ BBH_TASKS = (
     "web_of_lies", "word_sorting",
 )
 
-BENCHMARKS.add("bbh", BenchmarkSpec("bbh", "BBH", "choice", "lukaemon/bbh", None, "test",
-                                    convert=_convert_bbh, hub_configs=BBH_TASKS,
-                                    note="27 tasks concatenated; non-letter targets graded as "
-                                         "strings"))
-BENCHMARKS.add("medqa", BenchmarkSpec("medqa", "MedQA-USMLE", "choice",
-                                      "GBaker/MedQA-USMLE-4-options", None, "test",
-                                      convert=_convert_medqa))
-BENCHMARKS.add("supergpqa", BenchmarkSpec("supergpqa", "SuperGPQA", "choice", "m-a-p/SuperGPQA",
-                                          None, "train", convert=_convert_supergpqa))
-BENCHMARKS.add("winogrande", BenchmarkSpec("winogrande", "WinoGrande", "choice",
-                                           "allenai/winogrande", "winogrande_xl", "validation",
-                                           convert=_convert_winogrande))
+_register(BenchmarkSpec("bbh", "BBH", "choice", "lukaemon/bbh", None, "test",
+                        convert=_convert_bbh, hub_configs=BBH_TASKS,
+                        note="27 tasks concatenated; non-letter targets graded as strings"))
+_register(BenchmarkSpec("medqa", "MedQA-USMLE", "choice", "GBaker/MedQA-USMLE-4-options", None,
+                        "test", convert=_convert_medqa))
+_register(BenchmarkSpec("supergpqa", "SuperGPQA", "choice", "m-a-p/SuperGPQA", None, "train",
+                        convert=_convert_supergpqa))
+_register(BenchmarkSpec("winogrande", "WinoGrande", "choice", "allenai/winogrande",
+                        "winogrande_xl", "validation", convert=_convert_winogrande))
+
+
+def _check_every_name_registered() -> None:
+    missing = [name for name in KNOWN_BENCHMARKS if name not in BENCHMARKS]
+    if missing:
+        raise ImportError(f"vdlib.config.KNOWN_BENCHMARKS declares {', '.join(missing)} but "
+                          "vdlib.evaluation.benchmarks registers no spec for them")
+
+
+_check_every_name_registered()
 
 
 # --------------------------------------------------------------------------- loading
 
 
-def _hub_rows(spec: BenchmarkSpec) -> Iterable[dict[str, Any]]:
+def _hub_rows(spec: BenchmarkSpec) -> Iterable[tuple[str, dict[str, Any]]]:
+    """(where, row) of the pinned Hub dataset."""
     if hub_offline():
         raise BenchmarkUnavailableError(
             f"benchmark {spec.name!r} comes from the Hugging Face Hub ({spec.hub_id}, split "
@@ -280,22 +302,32 @@ def _hub_rows(spec: BenchmarkSpec) -> Iterable[dict[str, Any]]:
     configs = spec.hub_configs or (spec.hub_config,)
     for config in configs:
         ds = datasets.load_dataset(spec.hub_id, config, split=spec.split)
-        for row in ds:
+        for i, row in enumerate(ds):
             row = dict(row)
             if spec.hub_configs:
                 row.setdefault("task", config)
-            yield row
+            yield f"{spec.hub_id} ({config}) row {i}", row
 
 
-def _file_rows(spec: BenchmarkSpec, data_dir: str | Path) -> Iterable[dict[str, Any]]:
+def _file_rows(spec: BenchmarkSpec, data_dir: str | Path) -> Iterable[tuple[str, dict[str, Any]]]:
+    """(``<file>:<line>``, row) of ``<data_dir>/<name>/test.jsonl``; a line that is not a JSON
+    object is an error naming the file and line."""
     path = Path(data_dir) / spec.name / "test.jsonl"
     if not path.is_file():
         raise BenchmarkUnavailableError(f"benchmark {spec.name!r}: no file {path} "
                                         f"(expected <data_dir>/{spec.name}/test.jsonl)")
     with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                yield json.loads(line)
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError as e:
+                raise BenchmarkUnavailableError(f"{path}:{n}: not valid JSON ({e})") from None
+            if not isinstance(row, dict):
+                raise BenchmarkUnavailableError(f"{path}:{n}: a JSON object per line expected, "
+                                                f"got {type(row).__name__}")
+            yield f"{path}:{n}", row
 
 
 def load_benchmark(name: str, data_dir: str | Path | None = None, limit: int | None = None,
@@ -306,7 +338,9 @@ def load_benchmark(name: str, data_dir: str | Path | None = None, limit: int | N
     a copy of the real test files; rows carry the same fields as the Hub rows); else the pinned Hub
     dataset (an error under ``HF_HUB_OFFLINE=1``). Stand-ins ignore ``data_dir``;
     ``gsm_symbolic`` draws ``limit`` items from ``seed``. ``limit`` keeps the first N items.
-    Multiple-choice items also carry ``choices`` (the valid letters).
+    Multiple-choice items also carry ``choices`` (the valid letters). A row without a field the
+    benchmark needs, or a source with no items, is a :class:`BenchmarkUnavailableError` naming
+    the file and line.
     """
     if limit is not None and limit < 1:
         raise ValueError(f"limit = {limit}; allowed: an integer >= 1 or None")
@@ -316,14 +350,19 @@ def load_benchmark(name: str, data_dir: str | Path | None = None, limit: int | N
     else:
         rows = _file_rows(spec, data_dir) if data_dir is not None else _hub_rows(spec)
         items = []
-        for i, row in enumerate(rows):
-            item = spec.convert(row, i)
+        for i, (where, row) in enumerate(rows):
+            try:
+                item = spec.convert(row, i)
+            except (KeyError, TypeError, ValueError) as e:
+                raise BenchmarkUnavailableError(f"{where}: {e}") from None
             if item is not None:
                 items.append(item)
             if limit is not None and len(items) >= limit:
                 break
-    for item in items:
-        item["benchmark"] = name
+        if not items:
+            source = Path(data_dir) / spec.name / "test.jsonl" if data_dir is not None \
+                else spec.hub_id
+            raise BenchmarkUnavailableError(f"benchmark {name!r}: {source} holds no items")
     return items[:limit] if limit is not None else items
 
 

@@ -1,6 +1,8 @@
 """The evaluation loop: the protocol over benchmarks x runs with resumable per-run records.
 
-Part of :mod:`vdlib.evaluation` (the protocol is described there)."""
+:func:`evaluate`'s protocol defaults (runs, temperature, top-p, max context, batch size) are those
+of the config's ``evaluation`` section (:class:`vdlib.config.EvaluationConfig`), their single
+source. Part of :mod:`vdlib.evaluation` (the protocol is described there)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from vdlib.artifacts import atomic_write_json, read_jsonl, write_jsonl
+from vdlib.config import EvaluationConfig
 from vdlib.evaluation.answers import grade
 from vdlib.evaluation.benchmarks import BENCHMARKS, load_benchmark
 from vdlib.evaluation.stats import BenchmarkResult, EvalSummary
@@ -24,6 +27,9 @@ logger = logging.getLogger(__name__)
 
 #: Tokens per generation round of the transformers engine (see HFEngine.round_tokens).
 ROUND_TOKENS = 512
+
+#: The ``evaluation`` section's defaults (the paper's protocol): :func:`evaluate`'s defaults.
+_PROTOCOL = EvaluationConfig()
 
 
 def _as_engine(model_or_engine: Any, tokenizer: Any, batch_size: int) -> Any:
@@ -90,20 +96,26 @@ def _run_benchmark(engine: Any, tokenizer: Any, name: str, items: list[dict[str,
     return records
 
 
-def evaluate(model_or_engine: Any, tokenizer: Any, benchmarks: Sequence[str], runs: int = 3, *,
-             seed: int = 0, temperature: float = 0.7, top_p: float = 1.0,
-             max_context: int = 4096, max_new_tokens: int | None = None,
-             data_dir: str | Path | None = None, limit: int | None = None,
-             out_dir: str | Path | None = None, batch_size: int = 16,
+def evaluate(model_or_engine: Any, tokenizer: Any, benchmarks: Sequence[str],
+             runs: int = _PROTOCOL.runs, *, seed: int = 0,
+             temperature: float = _PROTOCOL.temperature, top_p: float = _PROTOCOL.top_p,
+             max_context: int = _PROTOCOL.max_context,
+             max_new_tokens: int | None = _PROTOCOL.max_new_tokens,
+             data_dir: str | Path | None = _PROTOCOL.data_dir,
+             limit: int | None = _PROTOCOL.limit, out_dir: str | Path | None = None,
+             batch_size: int = _PROTOCOL.batch_size,
              template_kwargs: Mapping[str, Any] | None = None) -> EvalSummary:
     """Evaluate under the paper's protocol (module docstring); returns an :class:`EvalSummary`.
+
+    The keyword defaults are :class:`vdlib.config.EvaluationConfig`'s (the ``paper`` profile).
 
     ``model_or_engine``: a transformers model (wrapped in :class:`vdlib.generation.HFEngine`
     with ``batch_size``) or any engine with the ``generate`` interface (vLLM, a fake in tests).
     Run ``r`` (0-based) uses seed ``seed + r``. With ``out_dir``, each run's records go to
     ``out_dir/<benchmark>/run<r>.jsonl`` (atomic) and the summary to ``out_dir/summary.json``;
     a run whose file exists is read back instead of generated (resume). The protocol is saved
-    in ``out_dir/protocol.json`` and a different protocol in the same folder is an error.
+    in ``out_dir/protocol.json`` and a different protocol in a folder that holds records is an
+    error (a folder whose evaluation failed before any record takes the new protocol).
     ``template_kwargs`` go to the chat template (e.g. ``enable_thinking=False`` for Qwen3).
     """
     if runs < 1:
@@ -116,8 +128,13 @@ def evaluate(model_or_engine: Any, tokenizer: Any, benchmarks: Sequence[str], ru
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:
         pfile = out / "protocol.json"
-        if pfile.is_file():
-            old = json.loads(pfile.read_text(encoding="utf-8"))
+        has_records = any(out.glob("*/run*.jsonl"))
+        if pfile.is_file() and has_records:  # a protocol without records protects nothing
+            try:
+                old = json.loads(pfile.read_text(encoding="utf-8"))
+            except ValueError as e:
+                raise ValueError(f"{pfile} is not valid JSON ({e}); use another output "
+                                 "folder") from None
             diff = {k: (old.get(k), v) for k, v in protocol.items()
                     if k != "benchmarks" and old.get(k) != v}
             if diff:

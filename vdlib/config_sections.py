@@ -1,0 +1,425 @@
+"""The sections of the experiment configuration: one typed dataclass per concern.
+
+Every field is declared with :func:`param`: its default (the paper's value, i.e. the ``paper``
+profile), its help text citing where the value comes from (``vdlib params describe`` prints them;
+``docs/config.md`` is generated from it), and its declarative validation rules (``choices``,
+``gt`` / ``ge`` / ``le`` / ``lt``), which :func:`vdlib.config.load_params` enforces. Loading,
+merging, validation and the profile presets live in :mod:`vdlib.config`, which re-exports every
+name here; import them from there.
+
+This module imports nothing heavy (no torch, no datasets): the lists of allowed names other
+modules register against (:data:`ENGINE_BACKENDS`, :data:`KNOWN_BENCHMARKS`) live here so that
+those modules, not the configuration, depend on them.
+
+>>> GRPOConfig().global_batch_size, ExperimentConfig().solver.global_batch_size
+(16, 8)
+>>> EvaluationConfig().temperature
+0.7
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "PAPER",
+    "SETUP",
+    "RZERO",
+    "VDLIB",
+    "param",
+    "ModelConfig",
+    "GRPOConfig",
+    "VocabDropoutConfig",
+    "ScoringConfig",
+    "CurriculumConfig",
+    "EvaluationConfig",
+    "ENGINE_BACKENDS",
+    "EngineConfig",
+    "VerificationConfig",
+    "SinglePolicyConfig",
+    "WarmStartConfig",
+    "MetricsConfig",
+    "KNOWN_BENCHMARKS",
+    "ExperimentConfig",
+]
+
+#: Where a value comes from, cited in help texts (the paper, or R-Zero's repository, by name).
+PAPER = "paper, App. 'Training hyperparameters' (tab:training_hypers)"
+SETUP = "paper, Sec. 'Experiments / Setup'"
+RZERO = "R-Zero's code (github.com/Chengsong-Huang/R-Zero); the paper does not state it"
+VDLIB = "vdlib choice; the paper does not state it"
+
+
+def param(default: Any, help: str, *, choices: tuple | None = None, gt: float | None = None,
+          ge: float | None = None, le: float | None = None, lt: float | None = None) -> Any:
+    """A dataclass field with help text and declarative validation rules."""
+    meta = {"help": help, "choices": choices, "gt": gt, "ge": ge, "le": le, "lt": lt}
+    if isinstance(default, list | dict):
+        return field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+# ----------------------------------------------------------------------------- sections
+
+
+@dataclass
+class ModelConfig:
+    """Which models play proposer and solver, and how they are loaded."""
+
+    proposer: str = param("Qwen/Qwen3-4B-Base", f"Proposer base model: a registered name "
+                          f"(vdlib.models), a Hugging Face id or a local path. {SETUP}: "
+                          "Qwen3-4B-Base and Qwen3-8B-Base.")
+    solver: str | None = param(None, "Solver base model; null = same checkpoint as the proposer "
+                               f"({SETUP}, as in R-Zero). Set it for cross-scale runs.")
+    dtype: str = param("bfloat16", f"Weights dtype. {PAPER}: bfloat16.",
+                       choices=("float32", "bfloat16", "float16", "auto"))
+    device: str = param("auto", "Device: auto (cuda if available, else cpu), cpu, cuda, cuda:N.")
+    cache_dir: str | None = param(None, "Where converted models are cached; null = "
+                                  "$VDLIB_CACHE_DIR or ~/.cache/vdlib.")
+    transfer: str = param("Qwen/Qwen3-4B-Base", "Fresh model GRPO-trained on a verified "
+                          "curriculum (paper App. 'Curriculum-transfer training details': "
+                          "Qwen3-4B-Base; notebook 03).")
+    instruct: str = param("Qwen/Qwen2.5-1.5B-Instruct", "Instruction-tuned model of App. "
+                          "'Instruction-tuned models' (Qwen2.5-1.5B-Instruct; notebook 06).")
+
+
+@dataclass
+class GRPOConfig:
+    """GRPO settings for one role (proposer or solver). Defaults are the proposer column."""
+
+    learning_rate: float = param(1e-6, f"AdamW learning rate. {PAPER}.", gt=0)
+    weight_decay: float = param(1e-2, f"AdamW weight decay. {PAPER}.", ge=0)
+    warmup_steps: int = param(0, f"Learning-rate warm-up steps. {PAPER}: 0.", ge=0)
+    max_grad_norm: float = param(1.0, f"Gradient clipping norm. {PAPER}.", gt=0)
+    kl_beta: float = param(1e-2, f"KL penalty coefficient (low-variance k3 KL). {PAPER}.", ge=0)
+    gradient_checkpointing: bool = param(True, f"Gradient checkpointing. {PAPER}: enabled.")
+    precision: str = param("bfloat16", f"Training precision. {PAPER}: bfloat16.",
+                           choices=("float32", "bfloat16", "float16"))
+    global_batch_size: int = param(16, f"Global batch size in prompts per optimizer step "
+                                   "(verl's ppo_mini_batch_size; each prompt brings "
+                                   f"num_generations completions). {PAPER}: proposer 16, "
+                                   "solver 8.", gt=0)
+    micro_batch_size_update: int = param(2, "Completions per device per forward/backward of "
+                                         f"the update (gradient accumulation fills the rest). "
+                                         f"{PAPER}: 2. The table's experience (log-prob) "
+                                         "micro-batch, 4, has no setting here: TRL computes "
+                                         "log-probs in micro-batches of this size.", gt=0)
+    rollout_batch_size: int = param(16, "Prompts per rollout (generation) batch, a multiple of "
+                                    "global_batch_size; one mask is drawn per rollout batch. "
+                                    f"{PAPER}: proposer 16, solver 8.", gt=0)
+    num_generations: int = param(4, f"GRPO samples per prompt G. {PAPER}: proposer 4; the "
+                                 "solver column is blank, vdlib uses 4.", ge=2)
+    temperature: float = param(1.0, f"Rollout sampling temperature. {PAPER}: 1.0.", gt=0)
+    top_p: float = param(0.99, f"Rollout nucleus top-p. {PAPER}: 0.99.", gt=0, le=1)
+    top_k: int = param(0, "Rollout top-k; 0 disables it. The paper does not use top-k.", ge=0)
+    max_response_length: int = param(2048, f"Max new tokens per rollout. {PAPER}: 2048.", gt=0)
+    max_steps: int = param(6, f"Max GRPO steps per phase. {PAPER}: proposer 6, solver 20.", gt=0)
+    epochs: int = param(10, f"Epochs per phase (upper bound; max_steps stops first). {PAPER}.",
+                        gt=0)
+    clip_eps_low: float = param(0.2, "PPO clip epsilon (lower). Standard GRPO value; "
+                                "the paper does not state it.", gt=0, lt=1)
+    clip_eps_high: float = param(0.2, "PPO clip epsilon (upper). R-Zero's code uses 0.28-0.3; "
+                                 "the paper does not state it.", gt=0)
+    updates_per_batch: int = param(1, "Optimizer passes over each rollout batch (TRL "
+                                   "num_iterations). 1 = on-policy; KL-Cov needs > 1 to act "
+                                   f"({RZERO}).", gt=0)
+    loss_variant: str = param("grpo", "Policy loss: grpo, or the entropy-control baselines "
+                              "kl_cov / clip_cov (paper App. 'Entropy-control baselines', "
+                              "proposer only).", choices=("grpo", "kl_cov", "clip_cov"))
+    kl_cov_k_frac: float = param(2e-3, "KL-Cov: fraction of tokens (top covariance) penalised. "
+                                 "Paper App. 'Entropy-control baselines': 2e-3.", gt=0, le=1)
+    kl_cov_beta: float = param(1.0, "KL-Cov penalty coefficient. Paper: 1.", ge=0)
+    clip_cov_ratio: float = param(2e-4, "Clip-Cov: fraction of tokens whose gradient is cut. "
+                                  "Paper: 2e-4.", gt=0, le=1)
+    clip_cov_lb: float = param(1.0, "Clip-Cov covariance lower bound. Paper: 1.")
+    clip_cov_ub: float = param(5.0, "Clip-Cov covariance upper bound. Paper: 5.")
+    cov_scope: str = param("micro_batch", "Token selection scope for KL-Cov / Clip-Cov: "
+                           "micro_batch (each update micro-batch selects its own tokens, as "
+                           "verl does); the only scope the TRL trainer supports.",
+                           choices=("micro_batch",))
+
+
+def _solver_grpo() -> GRPOConfig:
+    return GRPOConfig(global_batch_size=8, rollout_batch_size=8, max_steps=20)
+
+
+def _transfer_grpo() -> GRPOConfig:
+    """App. 'Curriculum-transfer training details': lr 1e-6, global batch 32, group 8, 3 epochs,
+    max completion 1536 (prime-rl; its other settings are not stated: the solver column's)."""
+    return GRPOConfig(global_batch_size=32, rollout_batch_size=32, num_generations=8,
+                      max_response_length=1536, epochs=3, max_steps=1_000_000)
+
+
+@dataclass
+class VocabDropoutConfig:
+    """The mask: retention probability, schedule over iterations, and where it applies."""
+
+    alpha: float = param(0.75, f"Retention probability of each non-protected token. {PAPER}: "
+                         "0.75 (arms: 0.85; baseline 1.0 = no mask).", gt=0, le=1)
+    schedule: str = param("fixed", "fixed alpha, or linear anneal from alpha to alpha_final "
+                          "over the iterations (paper App. 'Annealed masking schedule': "
+                          "0.75 -> 1.0 over 5 iterations).", choices=("fixed", "linear"))
+    alpha_final: float = param(1.0, "Final alpha of the linear schedule.", gt=0, le=1)
+    phases: str = param("both", f"Where the mask applies: both (GRPO rollouts and curriculum "
+                        f"generation, {SETUP}), train (rollouts only), gen (curriculum only), "
+                        "none.", choices=("both", "train", "gen", "none"))
+    format_strings: list[str] = param(["<question>", "</question>", "\\boxed{", "}"],
+                                      "Strings whose tokens are protected (never masked); "
+                                      "paper App. 'Vocabulary dropout implementation'.")
+    extra_protected_ids: list[int] = param([], "Additional token ids always kept.")
+
+
+@dataclass
+class ScoringConfig:
+    """Self-consistency scoring, proposer reward, repetition penalty and solver target."""
+
+    num_solver_samples: int = param(10, f"Solver answers per question M. {PAPER}: 10.", gt=0)
+    temperature: float = param(1.0, f"Solver sampling temperature when scoring. {RZERO}: 1.0.",
+                               gt=0)
+    top_p: float = param(0.99, "Solver top-p when scoring (vdlib: the rollout value).", gt=0,
+                         le=1)
+    top_k: int = param(0, "Solver top-k when scoring; 0 disables (R-Zero labels with 40).", ge=0)
+    max_new_tokens: int = param(2048, f"Max solver tokens when scoring. {PAPER}: 2048.", gt=0)
+    tau_min: float = param(0.3, f"Difficulty window lower bound. {PAPER}: 0.3.", ge=0, le=1)
+    tau_max: float = param(0.7, f"Difficulty window upper bound. {PAPER}: 0.7 (R-Zero's "
+                           "shipped script: 0.8).", ge=0, le=1)
+    proposer_reward_variant: str = param("paper", "paper: min(acc, 1-acc) inside the window, "
+                                         "else 0; rzero: min(acc, 1-acc) with no window.",
+                                         choices=("paper", "rzero"))
+    parse_failure_reward: float = param(0.0, "Proposer reward for an unparseable rollout. "
+                                        "Paper Algorithm 1: 0 (R-Zero code: -1).")
+    bleu_threshold: float = param(0.5, f"BLEU-distance threshold of the repetition-penalty "
+                                  f"clustering. {PAPER}: 0.5.", gt=0, le=1)
+    penalty_weight: float = param(1.0, "Weight lambda of the repetition penalty (R-Zero: 1).",
+                                  ge=0)
+    penalty_include_failed: bool = param(False, "Cluster failed rollouts too (R-Zero: true).")
+    solver_target: str = param("proposer", "Solver reward target: proposer (the proposer's "
+                               f"stated answer, {SETUP}) or majority (R-Zero).",
+                               choices=("proposer", "majority"))
+
+
+@dataclass
+class CurriculumConfig:
+    """Curriculum generation by the trained proposer."""
+
+    num_questions: int = param(8000, f"Questions K generated per iteration. {RZERO}: 8,000.",
+                               gt=0)
+    batch_size: int = param(64, "Prompts per generation batch; each batch draws a fresh mask "
+                            f"({VDLIB} for the size).", gt=0)
+    temperature: float = param(1.0, f"Sampling temperature. {PAPER}: 1.0.", gt=0)
+    top_p: float = param(0.99, f"Top-p. {PAPER}: 0.99 (R-Zero generation: 0.95).", gt=0, le=1)
+    top_k: int = param(0, "Top-k; 0 disables it.", ge=0)
+    max_new_tokens: int = param(2048, f"Max new tokens per question. {PAPER}: 2048.", gt=0)
+
+
+#: Every benchmark name a config may list: the single source of the names. The registry of
+#: :mod:`vdlib.evaluation.benchmarks` registers exactly these (checked when it is imported).
+KNOWN_BENCHMARKS = ("gsm8k", "math500", "amc23", "olympiadbench", "aime24", "aime25", "minerva",
+                    "gsm_symbolic", "champ", "bbh", "medqa", "supergpqa", "winogrande")
+
+
+@dataclass
+class EvaluationConfig:
+    """Benchmark evaluation protocol (paper, Sec. 'Standard benchmarks')."""
+
+    benchmarks: list[str] = param(["gsm8k", "math500", "amc23", "olympiadbench", "aime24",
+                                   "aime25"], f"Benchmarks. {SETUP} (Minerva added for the "
+                                  "annealing and transfer experiments). Known: "
+                                  f"{', '.join(KNOWN_BENCHMARKS)}.")
+    runs: int = param(3, f"Independent runs (seeds); pass@1 = mean over runs, +- s.e. {SETUP}.",
+                      gt=0)
+    temperature: float = param(0.7, f"Sampling temperature. {SETUP}: 0.7.", ge=0)
+    top_p: float = param(1.0, "Top-p (the paper states none: 1.0).", gt=0, le=1)
+    max_context: int = param(4096, f"Max context (prompt + answer) tokens. {SETUP}: 4096.", gt=0)
+    data_dir: str | None = param(None, "Local benchmark folder (<dir>/<name>/test.jsonl); "
+                                 "null = the Hugging Face Hub.")
+    limit: int | None = param(None, "Evaluate only the first N items per benchmark (smoke "
+                              "runs); null = all.", gt=0)
+    max_new_tokens: int | None = param(None, "Cap on new tokens per answer; null = the paper's "
+                                       "max_context - prompt length.", gt=0)
+    batch_size: int = param(16, "Prompts per generate call, with any engine (the prompts are "
+                            "sorted by length; each call samples with a seed derived from its "
+                            "index, so this choice changes the samples).", gt=0)
+
+
+ENGINE_BACKENDS = ("hf", "vllm", "server")
+
+
+@dataclass
+class EngineConfig:
+    """Which engine samples: every stage that generates text (proposer GRPO rollouts, the K
+    questions, the M solver answers of scoring and of the proposer reward, evaluation, the local
+    verifier) goes through it (vdlib.engines; docs/vllm.md)."""
+
+    backend: str = param("vllm", "hf: transformers generate in this process; vllm: an "
+                         "in-process vLLM engine started from the stage's checkpoint and shut "
+                         "down after it (TRL's rollouts through TRL's colocated vLLM); server: "
+                         "a vLLM OpenAI server (vdlib.serving), started by vdlib on "
+                         "engine.server_gpus or reached at engine.server_url. Paper profile: "
+                         "vllm (the paper samples with vLLM).", choices=ENGINE_BACKENDS)
+    rollouts: str = param("auto", "Engine of the GRPO rollouts inside TRL: auto (hf backend: "
+                          "transformers; vllm and server: TRL's colocated vLLM), hf "
+                          "(transformers), colocate (TRL's vLLM in the training process), or "
+                          "server (a running `trl vllm-serve` at engine.rollout_server_url).",
+                          choices=("auto", "hf", "colocate", "server"))
+    route: str = param("processor", "How the mask reaches vLLM: processor (vdlib's seeded "
+                       "logits processor, the seed in extra_args) or allowed_token_ids (the "
+                       "allowed ids per request; vLLM's model runner V1 only).",
+                       choices=("processor", "allowed_token_ids"))
+    gpu_memory_utilization: float = param(0.4, "Share of the GPU's memory a vLLM engine that "
+                                          "vdlib starts may take (its weights and KV cache).",
+                                          gt=0, le=1)
+    rollout_gpu_memory_utilization: float = param(0.3, "Share of the GPU's memory TRL's "
+                                                  "colocated vLLM may take (beside the "
+                                                  "trainer and the frozen solver's engine).",
+                                                  gt=0, le=1)
+    max_model_len: int | None = param(None, "vLLM context length; null = the stage's need "
+                                      "(prompt + max new tokens), capped by the model.", gt=0)
+    enforce_eager: bool = param(False, "vLLM without CUDA graphs: faster start, slower "
+                                "decoding (small smoke runs).")
+    batch_size: int = param(64, "hf backend: prompts x samples per generate call (solver "
+                            "scoring, the proposer reward).", gt=0)
+    server_url: str | None = param(None, "server backend: base URL of a running vLLM server "
+                                   "(started with vdlib's logits processor); null = vdlib "
+                                   "starts one per stage.")
+    server_gpus: list[str] = param([], "server backend: GPUs (CUDA_VISIBLE_DEVICES values) "
+                                   "of the servers vdlib starts, one server each, requests "
+                                   "spread over them; a stage that trains (the proposer "
+                                   "phase's reward) uses only those other than the training "
+                                   "GPU. [] = the training device. The paper's 2-GPU "
+                                   "topology (paper App. 'Compute requirements'; "
+                                   "params/smollm2/topology_2gpu.yaml): ['0', '1'] with "
+                                   "training on cuda:0.")
+    rollout_server_url: str | None = param(None, "rollouts = server: base URL of "
+                                           "`trl vllm-serve` (null = http://127.0.0.1:8000).")
+
+
+@dataclass
+class VerificationConfig:
+    """External-LLM judging (vdlib.verification): correctness, well-posedness, transfer filter."""
+
+    backend: str = param("openai", "openai: any OpenAI-compatible server (key from "
+                         "OPENAI_API_KEY only); local: a vdlib model answers on this machine "
+                         "(offline stand-in for the tiny profile, not the paper's judge).",
+                         choices=("openai", "local"))
+    correctness_model: str = param("gpt-4.1-mini", "Judge of proposer answer correctness and "
+                                   "well-posedness (paper App. 'Proposer answer correctness').")
+    transfer_model: str = param("gpt-5-mini", "Curriculum-transfer filter (paper App. "
+                                "'Curriculum-transfer training details': greedy, one attempt).")
+    base_url: str | None = param(None, "OpenAI-compatible base URL; null = $OPENAI_BASE_URL or "
+                                 "OpenAI's API.")
+    max_calls: int | None = param(None, "Budget: requests per verifier (null = no cap).", gt=0)
+    max_tokens_budget: int | None = param(None, "Budget: reported tokens per verifier (null = "
+                                          "no cap).", gt=0)
+    max_concurrency: int = param(8, "Requests in flight.", gt=0)
+    dry_run: bool = param(False, "Count the requests and tokens a run would send; send none.")
+    max_new_tokens: int = param(512, "local backend: max new tokens per reply.", gt=0)
+
+
+@dataclass
+class SinglePolicyConfig:
+    """Vocabulary dropout outside co-evolution (paper App. 'Vocabulary dropout outside
+    co-evolution', notebook 04): one GRPO policy on GSM8K with a binary correctness reward,
+    trained with the ``solver`` section's GRPO settings and the ``vocab_dropout`` train mask."""
+
+    dataset: str = param("gsm8k", "Training problems: gsm8k (Hub 'openai/gsm8k' train split, "
+                         "the paper) or gsm_symbolic (reasoning-gym, offline).",
+                         choices=("gsm8k", "gsm_symbolic"))
+    train_examples: int | None = param(None, "Use the first N training problems; null = all.",
+                                       gt=0)
+
+
+@dataclass
+class WarmStartConfig:
+    """Tiny-profile-only format warm-start of the base model (off in the paper profile).
+
+    SmolLM2-135M rarely writes the ``<question>...</question>`` + ``\\boxed{}`` format at
+    temperature 1.0 (0/16 in the quickstart; 3/16 with a two-shot prompt) and rarely reaches a
+    boxed answer as a solver, so GRPO would see almost only failed rollouts. ``sft`` fine-tunes
+    the base briefly on short reasoning-gym ``gsm_symbolic`` items in both formats, once per
+    machine (cached), before iteration 1 (vdlib.warm_start).
+    """
+
+    mode: str = param("none", "none, or sft (brief supervised warm-start of the base model on "
+                      "short gsm_symbolic items in the proposer and solver formats; tiny "
+                      "profile only).", choices=("none", "sft"))
+    examples: int = param(64, "Training examples for the SFT warm-start.", gt=0)
+    steps: int = param(24, "Optimizer steps of the SFT warm-start (24 x 4 examples, half "
+                       "proposer, half solver: then all of SmolLM2's proposer outputs parse at "
+                       "temperature 1.0 without a mask and 75% with alpha 0.75, measured).",
+                       gt=0)
+    batch_size: int = param(4, "Batch size of the SFT warm-start.", gt=0)
+    learning_rate: float = param(2e-4, "Learning rate of the SFT warm-start.", gt=0)
+
+
+@dataclass
+class MetricsConfig:
+    """Per-iteration diversity metrics (vdlib.metrics)."""
+
+    embedder: str = param("openai:text-embedding-3-small", "Embedder for Vendi, novelty and "
+                          "cosine distance: minilm (packaged, offline), openai:<model> (key from "
+                          "OPENAI_API_KEY), hf:<id>, or none. Paper App. 'Vendi score "
+                          "computation': text-embedding-3-small.")
+    novelty_threshold: float = param(0.3, "Cosine distance above which a question is novel. "
+                                     f"{SETUP}: 0.3.", ge=0, le=2)
+    extra: list[str] = param([], "Costly extra metrics: nli_diversity, "
+                             "nli_diversity_unidirectional, curriculum_nli_diversity, "
+                             "epiplexity (each needs its model).")
+
+
+@dataclass
+class ExperimentConfig:
+    """One experiment (one arm of one notebook). Nested sections hold the hyperparameters."""
+
+    experiment: str = param("quickstart", "Experiment name; artifacts go to "
+                            "<output_dir>/<experiment>/<run_id>/.")
+    profile: str = param("paper", "Size preset merged under your values: tiny (CPU, packaged "
+                         "SmolLM2), gpu (one GPU), paper (the paper's settings); the presets "
+                         "are vdlib.config.PROFILE_PRESETS.")
+    seed: int = param(0, "Run seed: sampling, masks (derived per iteration/phase/step) and "
+                      "training.", ge=0)
+    seeds: list[int] = param([0, 1, 2], f"Seeds of the independent runs per configuration. "
+                             f"{SETUP}: 3.")
+    iterations: int = param(5, f"Co-evolution iterations T. {SETUP}: 5.", gt=0)
+    output_dir: str = param("outputs", "Root folder of run artifacts (gitignored).")
+    run_id: str | None = param(None, "Run folder name; null = derived from experiment and seed.")
+    arms: list[str] = param([], "Arms a notebook compares (vdlib.arms: baseline, vd85, vd75, "
+                            "train_only, gen_only, anneal, kl_cov, clip_cov, vd85_gen, vd95); "
+                            "empty = this config alone.")
+    model: ModelConfig = field(default_factory=ModelConfig, metadata={"help": "Models."})
+    proposer: GRPOConfig = field(default_factory=GRPOConfig,
+                                 metadata={"help": "Proposer GRPO (paper table, proposer column)."})
+    solver: GRPOConfig = field(default_factory=_solver_grpo,
+                               metadata={"help": "Solver GRPO (paper table, solver column)."})
+    vocab_dropout: VocabDropoutConfig = field(default_factory=VocabDropoutConfig,
+                                              metadata={"help": "Vocabulary dropout."})
+    scoring: ScoringConfig = field(default_factory=ScoringConfig,
+                                   metadata={"help": "Scoring and rewards."})
+    curriculum: CurriculumConfig = field(default_factory=CurriculumConfig,
+                                         metadata={"help": "Curriculum generation."})
+    evaluation: EvaluationConfig = field(default_factory=EvaluationConfig,
+                                         metadata={"help": "Evaluation protocol."})
+    warm_start: WarmStartConfig = field(default_factory=WarmStartConfig,
+                                        metadata={"help": "Tiny-profile format warm-start."})
+    metrics: MetricsConfig = field(default_factory=MetricsConfig,
+                                   metadata={"help": "Per-iteration metrics."})
+    verification: VerificationConfig = field(default_factory=VerificationConfig,
+                                             metadata={"help": "External-LLM verification."})
+    transfer: GRPOConfig = field(default_factory=_transfer_grpo,
+                                 metadata={"help": "Curriculum-transfer GRPO of a fresh model."})
+    single_policy: SinglePolicyConfig = field(default_factory=SinglePolicyConfig,
+                                              metadata={"help": "Single-policy GRPO (04)."})
+    engine: EngineConfig = field(default_factory=EngineConfig,
+                                 metadata={"help": "Generation engine of every sampling stage."})
+    reference_experiments: list[str] = param([], "Experiment folders (under output_dir) whose "
+                                             "runs a notebook shows beside its own, e.g. the "
+                                             "symmetric runs of 01 in 06.")
+
+    @property
+    def solver_model(self) -> str:
+        """The solver's base model (the proposer's when ``model.solver`` is null)."""
+        return self.model.solver or self.model.proposer
+
+
