@@ -87,8 +87,8 @@ def test_every_arm_validates(arm, profile):
     assert cfg.run_id == f"{arm}-seed0"
 
 
-def test_unsupported_cov_scope_fails_before_loading(tmp_path):
-    with pytest.raises(ConfigError, match="cov_scope"):
+def test_a_removed_key_fails_before_loading(tmp_path):
+    with pytest.raises(ConfigError, match="unknown key 'proposer.cov_scope'"):
         run(tiny_params(tmp_path, proposer={"cov_scope": "mini_batch"}))
 
 

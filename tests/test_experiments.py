@@ -99,10 +99,9 @@ def test_reference_runs_and_instruct_config(tmp_path):
 
 def test_run_grid_validates_every_arm_before_running(tmp_path):
     cfg = load_params(tiny(tmp_path, arms=["baseline", "vd75"]))
-    bad = dataclasses.replace(cfg, proposer=dataclasses.replace(cfg.proposer,
-                                                                cov_scope="mini_batch"))
+    bad = dataclasses.replace(cfg, proposer=dataclasses.replace(cfg.proposer, kl_beta=-1.0))
     calls = []
-    with pytest.raises(Exception, match="cov_scope"):
+    with pytest.raises(Exception, match="proposer.kl_beta"):
         ex.run_grid(bad, runner=calls.append)
     assert calls == []
 

@@ -215,13 +215,6 @@ def _summary(m: dict[str, Any]) -> str:
     return ", ".join(f"{k}={m.get(k)}" for k in keys)
 
 
-def check_supported(cfg: ExperimentConfig) -> None:
-    for role in ("proposer", "solver"):
-        if getattr(cfg, role).cov_scope != "micro_batch":
-            raise ConfigError(f"{role}.cov_scope = 'mini_batch' is not supported by the TRL "
-                              "trainer yet; allowed values: micro_batch")
-
-
 def check_visible_gpus(cfg: ExperimentConfig, device_count: int | None = None) -> None:
     """One process trains on one GPU: TRL refuses a single process that sees several (it would
     wrap the model in ``nn.DataParallel``). Fail before any model loads, saying what to do.
@@ -253,7 +246,6 @@ def run(config: ExperimentConfig | str | dict, on_stage: Callable[[int, str], No
     here: see :func:`run_arms`. A folder that holds a run of another config is refused
     (:class:`vdlib.run_state.RunConfigMismatch`), or with ``force`` moved aside first."""
     cfg = config if isinstance(config, ExperimentConfig) else load_params(config)
-    check_supported(cfg)
     init_distributed()
     check_visible_gpus(cfg)
     return Loop(cfg, force=force).run(on_stage)
@@ -273,6 +265,4 @@ def run_arms(config: ExperimentConfig | str | dict,
         return {cfg.run_id or "run": run(cfg, on_stage, force=force)}
     base = to_dict(cfg)
     configs = {arm: load_params(arm_params(base, arm)) for arm in cfg.arms}  # validate all first
-    for c in configs.values():
-        check_supported(c)
     return {arm: run(c, on_stage, force=force) for arm, c in configs.items()}

@@ -403,9 +403,9 @@ def to_dict(cfg: ExperimentConfig) -> dict[str, Any]:
 def save_params(cfg: ExperimentConfig, path: str | os.PathLike) -> Path:
     """Write the resolved config as YAML, atomically; ``load_params(path)`` gives it back."""
     from vdlib.artifacts import atomic_write_text
+    from vdlib.layout import config_text
 
-    text = yaml.safe_dump(to_dict(cfg), sort_keys=False, allow_unicode=True)
-    return atomic_write_text(path, text)
+    return atomic_write_text(path, config_text(cfg))
 
 
 _IPYTHON_NAMES = {"In", "Out", "get_ipython", "exit", "quit", "open"}

@@ -128,17 +128,14 @@ class GRPOConfig:
     loss_variant: str = param("grpo", "Policy loss: grpo, or the entropy-control baselines "
                               "kl_cov / clip_cov (paper App. 'Entropy-control baselines', "
                               "proposer only).", choices=("grpo", "kl_cov", "clip_cov"))
-    kl_cov_k_frac: float = param(2e-3, "KL-Cov: fraction of tokens (top covariance) penalised. "
-                                 "Paper App. 'Entropy-control baselines': 2e-3.", gt=0, le=1)
+    kl_cov_k_frac: float = param(2e-3, "KL-Cov: fraction of tokens (top covariance) penalised, "
+                                 "selected within each update micro-batch as verl does. Paper "
+                                 "App. 'Entropy-control baselines': 2e-3.", gt=0, le=1)
     kl_cov_beta: float = param(1.0, "KL-Cov penalty coefficient. Paper: 1.", ge=0)
     clip_cov_ratio: float = param(2e-4, "Clip-Cov: fraction of tokens whose gradient is cut. "
                                   "Paper: 2e-4.", gt=0, le=1)
     clip_cov_lb: float = param(1.0, "Clip-Cov covariance lower bound. Paper: 1.")
     clip_cov_ub: float = param(5.0, "Clip-Cov covariance upper bound. Paper: 5.")
-    cov_scope: str = param("micro_batch", "Token selection scope for KL-Cov / Clip-Cov: "
-                           "micro_batch (each update micro-batch selects its own tokens, as "
-                           "verl does); the only scope the TRL trainer supports.",
-                           choices=("micro_batch",))
 
 
 def _solver_grpo() -> GRPOConfig:

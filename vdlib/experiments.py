@@ -73,7 +73,7 @@ def run_grid(config: ExperimentConfig | Mapping[str, Any] | str,
     and validated before the first run starts. ``runner(cfg)`` runs one arm's config (default:
     the co-evolution loop); it may return a folder or a :class:`RunResult`."""
     from vdlib.arms import arm_params
-    from vdlib.coevolution import check_supported, run
+    from vdlib.coevolution import run
     from vdlib.config import to_dict
 
     cfg = _cfg(config)
@@ -83,8 +83,6 @@ def run_grid(config: ExperimentConfig | Mapping[str, Any] | str,
         base = to_dict(c)
         for arm in arms:
             grid[(arm, c.seed)] = load_params(arm_params(base, arm)) if cfg.arms else c
-    for c in grid.values():
-        check_supported(c)
     out: dict[RunKey, Path] = {}
     for (arm, seed), c in grid.items():
         logger.info("run %s seed %d", arm, seed)

@@ -288,9 +288,8 @@ def config_text(cfg: Any) -> str:
     """The YAML text of a run's ``config.yaml``: the resolved config (a dataclass) as plain data,
     keys in field order; ``vdlib.config.load_params`` reads it back.
 
-    This is the text :func:`vdlib.config.save_params` writes (a test keeps the two equal); it is
-    built here because this module sits below :mod:`vdlib.config` in the import graph
-    (``config`` -> ``arms`` -> ``layout``), so it must not import it.
+    :func:`vdlib.config.save_params` writes this text; it is built here because this module
+    sits below :mod:`vdlib.config` in the import graph (``config`` -> ``arms`` -> ``layout``).
     """
     import dataclasses
 
