@@ -10,6 +10,10 @@ import pytest
 import yaml
 
 from vdlib.cli import notebook_params_file
+from vdlib.config import load_params, to_dict
+from vdlib.layout import executed_notebook_path
+from vdlib.notebooks import is_complete, plan_jobs
+from vdlib.report import open_report, summary_matches, summary_path
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -49,9 +53,12 @@ def test_params_files_match_the_parameters_cell(nb):
 
 
 def test_quickstart_executes_under_papermill(tmp_path):
-    """Smoke run: the tiny random model, one short iteration of both arms, artifacts in tmp."""
+    """Smoke run: the tiny params with the tiny random model, one short iteration of both arms,
+    artifacts in tmp."""
     out = tmp_path / "executed.ipynb"
-    params = {"model": {"proposer": "tiny-random", "dtype": "float32", "device": "cpu"},
+    params = {**yaml.safe_load(notebook_params_file(Path("00_quickstart.ipynb"), "tiny",
+                                                    ROOT / "params").read_text()),
+              "model": {"proposer": "tiny-random", "dtype": "float32", "device": "cpu"},
               "iterations": 1, "output_dir": str(tmp_path / "outputs"),
               # config keys beyond the notebook's parameters shrink the run further
               "warm_start": {"mode": "none"},
@@ -62,15 +69,81 @@ def test_quickstart_executes_under_papermill(tmp_path):
                                parameters=params, cwd=str(ROOT), kernel_name="python3",
                                progress_bar=False)
     root = tmp_path / "outputs" / "quickstart"
-    summary = json.loads((root / "summary.json").read_text())
+    path = summary_path(tmp_path / "outputs", "quickstart", "00_quickstart")
+    summary = json.loads(path.read_text())
+    assert summary["notebook"] == "00_quickstart"
     assert set(summary["arms"]) == {"baseline", "vd75"}
+    assert set(summary["runs"]) == {"baseline-seed0", "vd75-seed0"}
     for arm in ("baseline", "vd75"):
         it = root / f"{arm}-seed0" / "iter_1"
         assert (it / "metrics.json").exists() and (it / "questions.jsonl").exists()
     assert summary["arms"]["vd75"]["iterations"][0]["proposer_masked"] is True
     assert summary["arms"]["baseline"]["iterations"][0]["kept_fraction"] == 1.0
+    assert (path.parent / "iterations.csv").is_file()
+    assert not (root / "summary.json").exists()  # the report folder holds the summary
+    # the batch runner's skip check: the executed notebook's config is the one plan_jobs makes
+    # of the same params file
+    assert summary_matches(path, to_dict(load_params(params)))
     executed = json.loads(out.read_text())
     assert any(c.get("outputs") for c in executed["cells"] if c["cell_type"] == "code")
+
+
+# ----------------------------------------------------------------------------- cells, skips
+
+
+def _code_cells(nb: Path) -> list[str]:
+    """The notebook's code cells after the parameters cell, stripped."""
+    cells = json.loads(nb.read_text())["cells"]
+    return ["".join(c["source"]).strip() for c in cells if c["cell_type"] == "code"
+            and "parameters" not in c.get("metadata", {}).get("tags", [])]
+
+
+def test_no_code_cell_appears_in_two_notebooks():
+    where: dict[str, list[str]] = {}
+    for nb in NOTEBOOKS:
+        for cell in set(_code_cells(nb)):
+            where.setdefault(cell, []).append(nb.stem)
+    repeated = {cell[:80]: names for cell, names in where.items() if len(names) > 1}
+    assert not repeated, repeated
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_opens_its_report_and_finishes_it_last(nb):
+    cells = _code_cells(nb)
+    assert f'report = open_report("{nb.stem}", locals()' in cells[0]
+    assert "report.finish(" in cells[-1]
+    assert not any("report.finish(" in c for c in cells[:-1])
+    text = "\n".join(cells)
+    for gone in ("atomic_write_json", "logging.basicConfig", "load_params(", "summary.json",
+                 "plots.main_table", "plots.write_outputs"):
+        assert gone not in text, gone
+
+
+def test_every_job_reads_the_report_its_notebook_writes(tmp_path):
+    """plan_jobs points every notebook, the quickstart included, at its report's summary, and
+    a job is complete once a report of the same config is finished and its copy exists."""
+    jobs = plan_jobs("tiny", None, ROOT / "notebooks", ROOT / "params", tmp_path)
+    assert [j.notebook.stem for j in jobs] == [nb.stem for nb in NOTEBOOKS]
+    for job in jobs:
+        cfg = load_params(job.params)
+        assert job.report == summary_path(cfg.output_dir, cfg.experiment, job.notebook.stem)
+        assert job.output == executed_notebook_path(tmp_path, "tiny", job.notebook.stem)
+        assert job.config == to_dict(cfg)
+    params = {**yaml.safe_load((ROOT / "params/tiny/quickstart.yaml").read_text()),
+              "output_dir": str(tmp_path / "outputs")}
+    params_dir = tmp_path / "params"
+    (params_dir / "tiny").mkdir(parents=True)
+    (params_dir / "tiny" / "quickstart.yaml").write_text(yaml.safe_dump(params))
+    [job] = plan_jobs("tiny", ["00_quickstart"], ROOT / "notebooks", params_dir, tmp_path)
+    assert not is_complete(job)
+    open_report("00_quickstart", params, log_level=None).finish()
+    assert not is_complete(job)  # no executed copy yet
+    job.output.parent.mkdir(parents=True)
+    job.output.write_text("{}")
+    assert is_complete(job)
+    [seeded] = plan_jobs("tiny", ["00_quickstart"], ROOT / "notebooks", params_dir, tmp_path,
+                         seeds=[1])
+    assert seeded.name == "00_quickstart@seed1" and not is_complete(seeded)  # another config
 
 
 # ----------------------------------------------------------------------------- every notebook

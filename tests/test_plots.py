@@ -1,6 +1,7 @@
-"""vdlib.plots and vdlib.paper_values: the transcribed paper numbers against the .tex, every
-figure builder on small synthetic frames (2 arms x 2 seeds x 2 iterations; the frames are
-tests/test_tables.py's) and write_outputs. The table builders are tested in test_tables.py."""
+"""vdlib.plots (with vdlib.drawing) and vdlib.paper_values: the transcribed paper numbers against
+the .tex, every figure builder on small synthetic frames (2 arms x 2 seeds x 2 iterations; the
+frames are tests/test_tables.py's) and show. The table builders are tested in test_tables.py,
+writing a report folder in test_report.py."""
 
 import logging
 import math
@@ -9,9 +10,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from test_tables import eval_summaries, metrics_frame
+from test_tables import metrics_frame
 
-from vdlib import plots
+from vdlib import plots, tables
 from vdlib.paper_values import paper_labels, paper_series, paper_values
 
 TEX = Path(__file__).resolve().parents[2] / "shared" / "paper" / "vocab_dropout_paper.tex"
@@ -126,11 +127,6 @@ def metrics():
     return metrics_frame()
 
 
-@pytest.fixture(scope="module")
-def summaries():
-    return eval_summaries()
-
-
 @pytest.fixture(autouse=True)
 def _low_dpi(monkeypatch):
     monkeypatch.setattr(plots, "DPI", 40)  # speed; legibility is checked by eye at 150
@@ -217,22 +213,16 @@ def test_one_seed_one_iteration_and_unknown_arm(tmp_path):
     prof = plots.question_profile(m, None).data.set_index("quantity")
     assert prof.loc["num_questions", "pct_change"] == pytest.approx(-50.0)
     assert math.isnan(prof.loc["score", "pct_change"])
-    assert plots.question_diversity_table(m, "frame").query("source == 'ours'").empty
+    assert tables.question_diversity_table(m, "frame").query("source == 'ours'").empty
     acc = pd.DataFrame([("custom", 0, 1, "gsm_symbolic", 0.5)],
                        columns=["arm", "seed", "iteration", "benchmark", "accuracy"])
     assert len(plots.annealing_figure(acc, None, arms=None).data) == 2  # average + benchmark
 
 
-def test_write_outputs_and_show(metrics, summaries, tmp_path):
+def test_show_and_png_without_saving(metrics, tmp_path):
     fig = plots.question_profile(metrics, None)
-    tables = {"main": plots.main_table(summaries), "qd": plots.question_diversity_table(metrics)}
-    written = plots.write_outputs(tmp_path, tables=tables, figures={"profile": fig})
-    names = sorted(p.name for p in written)
-    assert names == ["main.csv", "main.md", "main.tex", "profile.csv", "profile.pdf",
-                     "profile.png", "qd.csv", "qd.md", "qd.tex"]
-    assert all(p.stat().st_size > 0 for p in written)
-    assert "| Baseline |" in (tmp_path / "main.md").read_text()  # arm key -> display label
-    assert "paper Qwen3-4B: Baseline" in (tmp_path / "main.md").read_text()
-    assert pd.read_csv(tmp_path / "profile.csv")["pct_change"].notna().all()
+    assert fig.paths == [] and fig.png()[:4] == b"\x89PNG"  # rendered in memory
     pytest.importorskip("IPython")
     assert plots.show(fig).data[:4] == b"\x89PNG"
+    saved = plots.question_profile(metrics, tmp_path)
+    assert plots.show(saved).data == saved.paths[0].read_bytes()

@@ -1,13 +1,17 @@
-"""vdlib.tables: every table builder on small synthetic frames (2 arms x 2 seeds x 2
-iterations), the display labels of the rows, and the re-exports from vdlib.plots."""
+"""vdlib.tables (with vdlib.curriculum_tables, vdlib.table_format and vdlib.frames): every
+table builder on small synthetic frames (2 arms x 2 seeds x 2 iterations), the display labels
+of the rows, the shared frame helpers, and the module boundaries (every table name importable
+from vdlib.tables, none from vdlib.plots, no private name imported across modules)."""
 
+import ast
 import json
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from vdlib import plots, tables
+from vdlib import curriculum_tables, frames, plots, table_format, tables
 from vdlib.evaluation import BenchmarkResult, EvalSummary
 from vdlib.paper_values import ARM_LABELS
 
@@ -115,10 +119,68 @@ def test_row_labels_map_arm_names_only(summaries):
         "| base", "| Base (no training)", "| VD75"]
 
 
-def test_plots_reexports_the_tables():
-    for name in tables.__all__:
-        assert getattr(plots, name) is getattr(tables, name), name
-        assert name in plots.__all__, name
+def test_every_table_name_is_importable_from_tables_and_none_from_plots():
+    for name in curriculum_tables.__all__:
+        assert getattr(tables, name) is getattr(curriculum_tables, name), name
+    for name in ("Table", "render_table"):
+        assert getattr(tables, name) is getattr(table_format, name), name
+    for name in ("load_eval_summary", "load_correctness", "seed_summary"):
+        assert getattr(tables, name) is getattr(frames, name), name
+    assert all(hasattr(tables, name) for name in tables.__all__)
+    builders = [n for n in tables.__all__ if n.endswith("_table") or n.startswith("load_")]
+    assert len(builders) == 15  # 12 builders, render_table, 2 loaders
+    assert not [n for n in [*builders, "Table"] if hasattr(plots, n)]
+    assert not set(tables.__all__) & set(plots.__all__)
+
+
+def test_plots_reexports_nothing():
+    """Every public name of vdlib.plots is defined there (figures only, no table builders)."""
+    for name in plots.__all__:
+        obj = getattr(plots, name)
+        if callable(obj):
+            assert obj.__module__ == "vdlib.plots", name
+    assert "paper_values" not in plots.__all__ and "write_outputs" not in plots.__all__
+
+
+VDLIB = Path(__file__).resolve().parent.parent / "vdlib"
+
+
+def test_no_private_name_is_imported_across_modules():
+    offenders = []
+    for path in sorted(VDLIB.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("vdlib"):
+                offenders += [f"{path.name}: {node.module}.{a.name}" for a in node.names
+                              if a.name.startswith("_") and not a.name.startswith("__")]
+    ours = ("tables.py", "curriculum_tables.py", "table_format.py", "frames.py", "plots.py",
+            "drawing.py", "report.py", "notebooks.py")
+    assert not [o for o in offenders if o.split(":")[0] in ours], offenders
+
+
+def test_frame_helpers(caplog):
+    assert frames.select_arms(["vd75", "x", "baseline"], None, "t") == ["baseline", "vd75", "x"]
+    with caplog.at_level("WARNING", logger="vdlib"):
+        assert frames.select_arms(["vd75"], ["baseline", "vd75"], "my table") == ["vd75"]
+    assert "my table" in caplog.text and "baseline" in caplog.text
+    assert frames.arm_label("clip_cov") == "Clip-Cov" and frames.arm_label("mine") == "mine"
+    assert frames.row_label("symmetric: vd85") == "symmetric: VD85"
+    assert frames.pct_change(150.0, 100.0) == pytest.approx(50.0)
+    assert math.isnan(frames.pct_change(float("nan"), 1.0))
+    with pytest.raises(ValueError, match="lacks columns.*'metric'"):
+        frames.metric_summary(pd.DataFrame({"arm": [], "value": []}), ["vendi"])
+    agg = frames.metric_summary(metrics_frame(), ["vendi"]).set_index(["arm", "iteration"])
+    assert agg.loc[("vd75", 2), "mean"] == 7.5 and agg.loc[("vd75", 2), "n"] == 2
+
+
+def test_render_table_forms():
+    frame = pd.DataFrame([table_format.ours_row("vd75", acc=61.25, acc_se=1.5, n=1234.0)])
+    md = table_format.render_table(frame)
+    assert md.splitlines()[2] == "| ours: VD75 | 61.2 ± 1.5 | 1,234.0 |"
+    assert r"61.2 $\pm$ 1.5" in table_format.render_table(frame, "latex")
+    with pytest.raises(ValueError, match="allowed"):
+        table_format.table_output(frame, "html")
+    t = table_format.table_output(frame, None)
+    assert t.frame is frame and t._repr_markdown_() == md
 
 
 def test_load_eval_summary_round_trip(summaries, tmp_path):

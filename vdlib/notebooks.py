@@ -7,24 +7,24 @@ Notebook ``notebooks/NN_name.ipynb`` runs once per params file of its profile:
 before the first notebook starts, so a bad key fails in seconds, naming the file and the key.
 
 ``seeds`` overrides the params' ``seeds`` (notebooks with a single ``seed`` parameter run once
-per seed, as variants ``seed<N>``). A notebook whose report (``reports/<notebook>/summary.json``
-in its experiment folder) exists for the same resolved config, next to its executed copy, is
-skipped unless ``force``; the runs inside a notebook resume on their own. A failing notebook
+per seed, as variants ``seed<N>``). Every notebook keeps a report (:mod:`vdlib.report`) in
+``<output_dir>/<experiment>/reports/<notebook>/``; a job whose report's ``summary.json`` holds
+the same resolved config (:func:`vdlib.report.summary_matches`) and whose executed copy exists
+is skipped unless ``force``; the runs inside a notebook resume on their own. A failing notebook
 does not stop the others; the summary lists it and the exit status is 1.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-__all__ = ["NotebookJob", "notebook_params_file", "plan_jobs", "run_notebooks",
+__all__ = ["NotebookJob", "notebook_params_file", "plan_jobs", "is_complete", "run_notebooks",
            "format_summary"]
 
 logger = logging.getLogger(__name__)
@@ -46,8 +46,9 @@ class NotebookJob:
     notebook: Path
     params_file: Path
     params: dict[str, Any]
-    output: Path
-    report: Path | None
+    output: Path  #: the executed copy
+    report: Path  #: the summary.json a complete run of the notebook leaves
+    config: dict[str, Any] = field(default_factory=dict)  #: the resolved config
     status: str = "pending"  # pending, ran, skipped, failed
     seconds: float | None = None
     error: str | None = None
@@ -68,6 +69,8 @@ def plan_jobs(profile: str, only: list[str] | None, notebooks_dir: Path, params_
     """Every (notebook, params file[, seed]) job, each params set validated
     (:class:`vdlib.config.ConfigError` -> ``SystemExit`` naming the file)."""
     from vdlib.config import ConfigError, load_params, to_dict
+    from vdlib.layout import executed_notebook_path, seed_variant
+    from vdlib.report import summary_path
 
     notebooks = sorted(notebooks_dir.glob("[0-9][0-9]_*.ipynb"))
     if only:
@@ -91,31 +94,25 @@ def plan_jobs(profile: str, only: list[str] | None, notebooks_dir: Path, params_
                 if "seeds" in declared:
                     per_seed = [(variant, {**params, "seeds": list(seeds)})]
                 elif "seed" in declared:
-                    per_seed = [(f"{variant + '-' if variant else ''}seed{s}",
-                                 {**params, "seed": s}) for s in seeds]
+                    per_seed = [(seed_variant(variant, s), {**params, "seed": s})
+                                for s in seeds]
             for v, p in per_seed:
                 try:
                     cfg = load_params(p)  # fail before any kernel starts
                 except ConfigError as e:
                     raise SystemExit(f"{f}: {e}") from None
-                out = output_dir / "notebooks" / profile / (
-                    f"{nb.stem}@{v}.ipynb" if v else nb.name)
-                report = Path(cfg.output_dir) / cfg.experiment / "reports" / nb.stem / \
-                    "summary.json" if nb.stem != "00_quickstart" else None
-                job = NotebookJob(nb, f, p, out, report)
-                job.config = to_dict(cfg)  # type: ignore[attr-defined]
-                jobs.append(job)
+                jobs.append(NotebookJob(
+                    nb, f, p, executed_notebook_path(output_dir, profile, nb.stem, v),
+                    summary_path(cfg.output_dir, cfg.experiment, nb.stem), to_dict(cfg)))
     return jobs
 
 
-def _complete(job: NotebookJob) -> bool:
-    if job.report is None or not job.report.is_file() or not job.output.is_file():
-        return False
-    try:
-        return json.loads(job.report.read_text(encoding="utf-8")).get("config") == \
-            json.loads(json.dumps(job.config))  # type: ignore[attr-defined]
-    except (OSError, ValueError):
-        return False
+def is_complete(job: NotebookJob) -> bool:
+    """Whether ``job`` needs no execution: its executed copy exists and its report's summary
+    was written for the same resolved config."""
+    from vdlib.report import summary_matches
+
+    return job.output.is_file() and summary_matches(job.report, job.config)
 
 
 def run_notebooks(profile: str, only: list[str] | None, notebooks_dir: Path, params_dir: Path,
@@ -127,7 +124,7 @@ def run_notebooks(profile: str, only: list[str] | None, notebooks_dir: Path, par
 
     jobs = plan_jobs(profile, only, notebooks_dir, params_dir, output_dir, seeds)
     for job in jobs:
-        if not force and _complete(job):
+        if not force and is_complete(job):
             job.status = "skipped"
             logger.info("%s: complete (%s), skipped", job.name, job.report)
             continue

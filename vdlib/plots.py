@@ -8,16 +8,13 @@ Inputs are tidy pandas frames (aggregation only; nothing here computes a metric)
 - per-iteration solver accuracy: ``arm, seed, iteration, benchmark, accuracy`` (a fraction).
 
 Every statistic is the mean over seeds with its standard error ``std(ddof=1) / sqrt(n)`` (NaN for
-one seed). Missing arms are skipped with a warning; missing metrics leave a panel empty. Figures
-are matplotlib ``Figure`` objects (no pyplot state, no display needed) returned in a
-:class:`PlotResult` and, with ``out_dir``, saved as PNG and PDF by :func:`save_figure`
-(:func:`show` displays one in a notebook under any backend). :func:`write_outputs` writes tables
-and figures to a report folder.
-
-The tables live in :mod:`vdlib.tables`; their builders (``main_table``, ``correctness_table``,
-...) and loaders are re-exported here, so ``plots.main_table(...)`` keeps working. The paper's
-numbers come from :mod:`vdlib.paper_values`; docs/plots.md maps each function to its table or
-figure.
+one seed; :mod:`vdlib.frames`). Missing arms are skipped with a warning; missing metrics leave a
+panel empty. Figures are matplotlib ``Figure`` objects (no pyplot state, no display needed,
+drawn with :mod:`vdlib.drawing`) returned in a :class:`PlotResult` and, with ``out_dir``, saved
+as PNG and PDF by :func:`save_figure` (:func:`show` displays one in a notebook under any
+backend). Tables are in :mod:`vdlib.tables`; a notebook's report folder (tables and figures on
+disk, ``summary.json``) is :mod:`vdlib.report`. The paper's numbers come from
+:mod:`vdlib.paper_values`; docs/plots.md maps each function to its figure.
 """
 
 from __future__ import annotations
@@ -31,59 +28,36 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from vdlib.paper_values import paper_series, paper_values
-from vdlib.tables import (
-    Table,
-    _label,
-    _metric_agg,
-    _pct_change,
-    _require,
-    _select_arms,
-    correctness_table,
-    cross_scale_table,
-    instruct_table,
-    load_correctness,
-    load_eval_summary,
-    main_table,
-    nli_diversity_table,
-    ood_table,
-    proposer_table,
-    question_diversity_table,
-    render_table,
-    seed_summary,
-    transfer_table,
-    vanilla_grpo_table,
-    vocab_util_table,
-    wellposed_table,
+from vdlib.drawing import (
+    draw_ours,
+    draw_paper,
+    figure_style,
+    integer_xaxis,
+    new_figure,
+    note,
+    pct_change_bars,
+    shared_legend,
 )
+from vdlib.frames import (
+    arm_label,
+    metric_summary,
+    pct_change,
+    require_columns,
+    seed_summary,
+    select_arms,
+)
+from vdlib.paper_values import paper_series, paper_values
 
 __all__ = [
-    "PlotResult", "show", "write_outputs", "save_figure", "diversity_dynamics",
-    "cumulative_vendi_figure", "phase_ablation_figure", "question_profile", "annealing_figure",
-    "entropy_figure",
-    # re-exported from vdlib.tables and vdlib.paper_values
-    "Table", "render_table", "load_eval_summary", "load_correctness", "seed_summary",
-    "main_table", "proposer_table", "transfer_table", "vanilla_grpo_table", "cross_scale_table",
-    "ood_table", "instruct_table", "vocab_util_table", "question_diversity_table",
-    "nli_diversity_table", "correctness_table", "wellposed_table", "paper_values",
+    "PlotResult", "DPI", "show", "save_figure", "diversity_dynamics", "DYNAMICS_PANELS",
+    "cumulative_vendi_figure", "phase_ablation_figure", "question_profile",
+    "PROFILE_QUANTITIES", "annealing_figure", "entropy_figure",
 ]
 
 logger = logging.getLogger(__name__)
 
-#: colour, line style, marker per arm; baseline dashed as in the paper
-ARM_STYLE = {
-    "baseline": ("#787878", "--", "o"), "vd95": ("#DD8452", "-", "s"),
-    "vd85": ("#E6B422", "-", "D"), "vd75": ("#DD8452", "-", "s"),
-    "train_only": ("#4C72B0", "-", "^"), "gen_only": ("#1F8A70", "-", "D"),
-    "anneal": ("#55A868", "-", "v"), "kl_cov": ("#8172B3", ":", "P"),
-    "clip_cov": ("#937860", ":", "X"), "vd85_gen": ("#DA8BC3", "-", "*"),
-}
-_RC = {"font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "xtick.labelsize": 9,
-       "ytick.labelsize": 9, "legend.fontsize": 9}
-PAPER_ALPHA = 0.45
 DPI = 150  #: PNG resolution of :func:`save_figure`
 
 
@@ -111,9 +85,6 @@ class PlotResult:
         return self.png()
 
 
-# ----------------------------------------------------------------------------- helpers
-
-
 def save_figure(fig: Any, out_dir: str | os.PathLike, name: str,
                 formats: Sequence[str] = ("png", "pdf"), dpi: int | None = None) -> list[Path]:
     """Save ``fig`` as ``out_dir/name.<fmt>`` for each format, atomically (temp file + rename);
@@ -137,83 +108,16 @@ def save_figure(fig: Any, out_dir: str | os.PathLike, name: str,
     return paths
 
 
-def _style_of(arm: str) -> tuple[str, str, str]:
-    if arm in ARM_STYLE:
-        return ARM_STYLE[arm]
-    import seaborn as sns
+def show(result: PlotResult) -> Any:
+    """Something a notebook displays whatever the matplotlib backend: an
+    ``IPython.display.Image`` of the saved PNG (rendered in memory when unsaved)."""
+    from IPython.display import Image
 
-    palette = sns.color_palette("deep", 10).as_hex()
-    return palette[sum(map(ord, arm)) % 10], "-", "o"
-
-
-@contextlib.contextmanager
-def _style():
-    import matplotlib as mpl
-    import seaborn as sns
-
-    with sns.axes_style("whitegrid"), mpl.rc_context(_RC):
-        yield
+    return Image(data=result.png())
 
 
-def _figure(nrows: int, ncols: int, w: float = 4.0, h: float = 3.1):
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(ncols * w, nrows * h + 0.6), layout="constrained")
-    return fig, fig.subplots(nrows, ncols, squeeze=False)
-
-
-def _int_xaxis(ax) -> None:
-    from matplotlib.ticker import MaxNLocator
-
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-
-
-def _draw_ours(ax, agg: pd.DataFrame, arm: str, x: str = "iteration", scale: float = 1.0,
-               band: bool = False) -> None:
-    d = agg[agg["arm"] == arm].sort_values(x)
-    if d.empty:
-        return
-    color, ls, marker = _style_of(arm)
-    y, se = d["mean"].to_numpy(float) * scale, d["se"].to_numpy(float) * scale
-    if band:
-        ax.plot(d[x], y, color=color, ls=ls, lw=1.5, label=_label(arm),
-                marker=marker if len(d) <= 12 else None, ms=4)
-        ok = np.isfinite(se)
-        ax.fill_between(d[x].to_numpy()[ok], (y - se)[ok], (y + se)[ok], color=color, alpha=0.2,
-                        lw=0)
-    else:
-        ax.errorbar(d[x], y, yerr=np.nan_to_num(se), color=color, ls=ls, marker=marker, ms=5,
-                    lw=1.6, capsize=3, label=_label(arm))
-
-
-def _draw_paper(ax, pts: Sequence[tuple[float, float]], arm: str, label: str,
-                alpha: float = PAPER_ALPHA) -> None:
-    if not pts:
-        return
-    color, ls, marker = _style_of(arm)
-    xs, ys = zip(*pts, strict=True)
-    ax.plot(xs, ys, color=color, ls=ls, marker=marker if len(xs) <= 12 else None, mfc="none",
-            ms=4, lw=1.2, alpha=alpha, label=label)
-
-
-def _note(ax, text: str) -> None:
-    ax.text(0.5, 0.96, text, transform=ax.transAxes, ha="center", va="top", fontsize=9,
-            color="#555555", style="italic")
-
-
-def _legend(fig, axes) -> None:
-    handles: dict[str, Any] = {}
-    for ax in np.ravel(axes):
-        for a in (ax, *getattr(ax, "_vd_twins", ())):
-            for h, lab in zip(*a.get_legend_handles_labels(), strict=True):
-                handles.setdefault(lab, h)
-    if handles:  # ours first, then the paper's
-        order = sorted(handles, key=lambda lab: lab.startswith("paper"))
-        fig.legend([handles[k] for k in order], order, loc="outside lower center",
-                   ncol=min(len(handles), 4), frameon=False)
-
-
-def _finish(fig, out_dir, name: str, data: pd.DataFrame) -> PlotResult:
+def _result(fig: Any, out_dir: str | os.PathLike | None, name: str,
+            data: pd.DataFrame) -> PlotResult:
     paths = save_figure(fig, out_dir, name) if out_dir is not None else []
     return PlotResult(fig, paths, data)
 
@@ -247,8 +151,8 @@ def diversity_dynamics(metrics: pd.DataFrame, out_dir: str | os.PathLike | None 
     VD75 of ``paper_model`` faded (count-like metrics, whose scale depends on the sample size,
     on a grey right-hand axis). ``arms=None``: every arm present."""
     specs = [p for p in DYNAMICS_PANELS if panels is None or p[0] in panels]
-    agg = _metric_agg(metrics, [p[0] for p in specs])
-    arms = _select_arms(agg["arm"], arms, "diversity_dynamics")
+    agg = metric_summary(metrics, [p[0] for p in specs])
+    arms = select_arms(agg["arm"], arms, "diversity_dynamics")
     keep = []
     for spec in specs:
         ours = agg[(agg["metric"] == spec[0]) & agg["arm"].isin(arms)]
@@ -257,14 +161,14 @@ def diversity_dynamics(metrics: pd.DataFrame, out_dir: str | os.PathLike | None 
             keep.append((spec, ours, has_paper))
     ncols = min(3, max(1, len(keep)))
     nrows = max(1, math.ceil(len(keep) / ncols))
-    with _style():
-        fig, axes = _figure(nrows, ncols)
+    with figure_style():
+        fig, axes = new_figure(nrows, ncols)
         for ax, ((metric, title, ylabel, paper, twin), ours, has_paper) in zip(
                 axes.ravel(), keep, strict=False):
             for arm in arms:
-                _draw_ours(ax, ours, arm)
+                draw_ours(ax, ours, arm)
             if ours.empty:
-                _note(ax, "not in these runs")
+                note(ax, "not in these runs")
             if has_paper:
                 pax = ax
                 if twin:
@@ -274,18 +178,18 @@ def diversity_dynamics(metrics: pd.DataFrame, out_dir: str | os.PathLike | None 
                     pax.set_ylabel(f"paper ({paper_model})", color="#888888")
                     ax._vd_twins = (pax,)
                 for arm in ("baseline", "vd75"):
-                    _draw_paper(pax, paper_series(paper[0], paper_model, paper[1], arm), arm,
-                                f"paper {paper_model}: {_label(arm)}")
+                    draw_paper(pax, paper_series(paper[0], paper_model, paper[1], arm), arm,
+                               f"paper {paper_model}: {arm_label(arm)}")
             if metric == "mean_acc":
                 ax.axhline(0.7, color="#999999", ls=":", lw=1)
                 ax.text(0.02, 0.7, "τmax", transform=ax.get_yaxis_transform(), va="bottom",
                         fontsize=9, color="#777777")
             ax.set(title=title, xlabel="Iteration", ylabel=ylabel)
-            _int_xaxis(ax)
+            integer_xaxis(ax)
         for ax in axes.ravel()[len(keep):]:
             ax.set_visible(False)
-        _legend(fig, axes)
-    return _finish(fig, out_dir, name, agg)
+        shared_legend(fig, axes)
+    return _result(fig, out_dir, name, agg)
 
 
 def cumulative_vendi_figure(metrics: pd.DataFrame, out_dir: str | os.PathLike | None = None, *,
@@ -293,29 +197,29 @@ def cumulative_vendi_figure(metrics: pd.DataFrame, out_dir: str | os.PathLike | 
                             name: str = "cumulative_vendi") -> PlotResult:
     """fig:embedding_diversity: cumulative Vendi (iterations 1..N pooled) per arm (left) and
     the paper's 4B / 8B baseline and VD75 (right)."""
-    agg = _metric_agg(metrics, ["cumulative_vendi"])
-    arms = _select_arms(agg["arm"], arms, "cumulative_vendi_figure")
-    with _style():
-        fig, axes = _figure(1, 2, w=4.6, h=3.4)
+    agg = metric_summary(metrics, ["cumulative_vendi"])
+    arms = select_arms(agg["arm"], arms, "cumulative_vendi_figure")
+    with figure_style():
+        fig, axes = new_figure(1, 2, w=4.6, h=3.4)
         ax, pax = axes[0]
         for arm in arms:
-            _draw_ours(ax, agg, arm)
+            draw_ours(ax, agg, arm)
         if not arms:
-            _note(ax, "no cumulative Vendi in these runs")
+            note(ax, "no cumulative Vendi in these runs")
         ax.set(title="Ours: cumulative Vendi ↑", xlabel="Iteration",
                ylabel="effective # distinct questions")
         for model, alpha in (("Qwen3-4B", 0.9), ("Qwen3-8B", 0.45)):
             for arm in ("baseline", "vd75"):
-                _draw_paper(pax, paper_series("fig:embedding_diversity", model,
-                                              "cumulative_vendi", arm), arm,
-                            f"{model} {_label(arm)}", alpha=alpha)
+                draw_paper(pax, paper_series("fig:embedding_diversity", model,
+                                             "cumulative_vendi", arm), arm,
+                           f"{model} {arm_label(arm)}", alpha=alpha)
         pax.set(title="Paper: cumulative Vendi ↑", xlabel="Iteration")
         pax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
         for a in axes[0]:
-            _int_xaxis(a)
+            integer_xaxis(a)
         if arms:
             ax.legend(loc="best")
-    return _finish(fig, out_dir, name, agg)
+    return _result(fig, out_dir, name, agg)
 
 
 def phase_ablation_figure(metrics: pd.DataFrame, out_dir: str | os.PathLike | None = None, *,
@@ -326,26 +230,26 @@ def phase_ablation_figure(metrics: pd.DataFrame, out_dir: str | os.PathLike | No
     """fig:embedding_ablations: Vendi, Self-BLEU and novelty per dropout phase (train-only,
     gen-only, both = VD75, baseline); ours on top, the paper's ``paper_model`` below."""
     panels = [("vendi", "Vendi ↑"), ("self_bleu", "Self-BLEU ↓"), ("novelty_rate", "Novelty ↑")]
-    agg = _metric_agg(metrics, [m for m, _ in panels])
-    arms = _select_arms(agg["arm"], arms, "phase_ablation_figure")
-    with _style():
-        fig, axes = _figure(2, 3)
+    agg = metric_summary(metrics, [m for m, _ in panels])
+    arms = select_arms(agg["arm"], arms, "phase_ablation_figure")
+    with figure_style():
+        fig, axes = new_figure(2, 3)
         for j, (metric, title) in enumerate(panels):
             ax, pax = axes[0, j], axes[1, j]
             ours = agg[agg["metric"] == metric]
             for arm in arms:
-                _draw_ours(ax, ours, arm)
+                draw_ours(ax, ours, arm)
             if ours.empty:
-                _note(ax, "not in these runs")
+                note(ax, "not in these runs")
             for arm in ("baseline", "train_only", "gen_only", "vd75"):
                 pts = paper_series("fig:embedding_ablations", paper_model, metric, arm)
-                _draw_paper(pax, pts, arm, _label(arm), alpha=0.85)
+                draw_paper(pax, pts, arm, arm_label(arm), alpha=0.85)
             ax.set(title=f"Ours: {title}", xlabel="Iteration")
             pax.set(title=f"Paper ({paper_model}): {title}", xlabel="Iteration")
-            _int_xaxis(ax)
-            _int_xaxis(pax)
-        _legend(fig, axes)
-    return _finish(fig, out_dir, name, agg)
+            integer_xaxis(ax)
+            integer_xaxis(pax)
+        shared_legend(fig, axes)
+    return _result(fig, out_dir, name, agg)
 
 
 #: fig:question_complexity's four quantities: (paper key, our metric, label)
@@ -357,14 +261,14 @@ PROFILE_QUANTITIES = [("num_questions", "valid_questions", "#Q"),
 
 def _profile_frame(metrics: pd.DataFrame, arms: Sequence[str] | None, baseline: str
                    ) -> pd.DataFrame:
-    agg = _metric_agg(metrics, [q[1] for q in PROFILE_QUANTITIES])
+    agg = metric_summary(metrics, [q[1] for q in PROFILE_QUANTITIES])
     cols = ["arm", "iteration", "quantity", "label", "metric", "value", "baseline_value",
             "pct_change"]
     present = set(agg["arm"])
     if baseline not in present:
         logger.warning("question_profile: baseline arm %r has no data", baseline)
         return pd.DataFrame(columns=cols)
-    arms = [a for a in _select_arms(present, arms, "question_profile") if a != baseline]
+    arms = [a for a in select_arms(present, arms, "question_profile") if a != baseline]
     base = agg[agg["arm"] == baseline]
     rows = []
     for arm in arms:
@@ -375,28 +279,8 @@ def _profile_frame(metrics: pd.DataFrame, arms: Sequence[str] | None, baseline: 
                 v = d[(d["metric"] == metric) & (d["iteration"] == t)]["mean"]
                 return float(v.iloc[0]) if len(v) else float("nan")
             v, b = at(mine), at(base)
-            rows.append((arm, int(t), key, label, metric, v, b, _pct_change(v, b)))
+            rows.append((arm, int(t), key, label, metric, v, b, pct_change(v, b)))
     return pd.DataFrame(rows, columns=cols)
-
-
-def _hbars(ax, groups: Mapping[str, Sequence[float]], labels: Sequence[str]) -> None:
-    n = max(1, len(groups))
-    height = 0.8 / n
-    y = np.arange(len(labels))
-    vals = [v for vs in groups.values() for v in vs if np.isfinite(v)] + [0.0]
-    for i, (arm, values) in enumerate(groups.items()):
-        color = _style_of(arm)[0]
-        bars = ax.barh(y + (i - (n - 1) / 2) * height, np.nan_to_num(values), height=height,
-                       color=color, label=_label(arm))
-        ax.bar_label(bars, labels=[f"{v:+.0f}%" if np.isfinite(v) else "n/a" for v in values],
-                     padding=2, fontsize=9)
-    lo, hi = min(vals), max(vals)
-    pad = 0.35 * max(hi - lo, 10.0)
-    ax.set_xlim(lo - pad if lo < 0 else -pad / 3, hi + pad if hi > 0 else pad / 3)
-    ax.axvline(0, color="#444444", lw=0.8)
-    ax.set_yticks(y, labels)
-    ax.invert_yaxis()
-    ax.set_xlabel("% change from baseline")
 
 
 def question_profile(metrics: pd.DataFrame, out_dir: str | os.PathLike | None = None, *,
@@ -409,26 +293,26 @@ def question_profile(metrics: pd.DataFrame, out_dir: str | os.PathLike | None = 
     frame = _profile_frame(metrics, arms, baseline)
     labels = [q[2] for q in PROFILE_QUANTITIES]
     pv = paper_values("fig:question_complexity")["data"]
-    with _style():
-        fig, axes = _figure(1, 3, w=4.2, h=3.2)
+    with figure_style():
+        fig, axes = new_figure(1, 3, w=4.2, h=3.2)
         ours = {arm: [float(frame[(frame["arm"] == arm) & (frame["quantity"] == q[0])]
                             ["pct_change"].iloc[0]) for q in PROFILE_QUANTITIES]
                 for arm in dict.fromkeys(frame["arm"])}
-        _hbars(axes[0, 0], ours, labels)
+        pct_change_bars(axes[0, 0], ours, labels)
         t = sorted(set(frame["iteration"]))
         axes[0, 0].set_title(f"Ours (iteration {', '.join(map(str, t)) or '-'})")
         if not ours:
-            _note(axes[0, 0], "needs the baseline and another arm")
+            note(axes[0, 0], "needs the baseline and another arm")
         for ax, model in zip(axes[0, 1:], ("Qwen3-4B", "Qwen3-8B"), strict=True):
-            _hbars(ax, {arm: [pv[model][arm][q[0]] for q in PROFILE_QUANTITIES]
-                        for arm in ("vd85", "vd75")}, labels)
+            pct_change_bars(ax, {arm: [pv[model][arm][q[0]] for q in PROFILE_QUANTITIES]
+                            for arm in ("vd85", "vd75")}, labels)
             ax.set_title(f"Paper {model} (iteration 5)")
-        _legend(fig, axes)
-    return _finish(fig, out_dir, name, frame)
+        shared_legend(fig, axes)
+    return _result(fig, out_dir, name, frame)
 
 
 def _alpha_ticks(ax, schedule: Mapping[int, float] | None) -> None:
-    _int_xaxis(ax)
+    integer_xaxis(ax)
     if schedule:
         ts = sorted(schedule)
         ax.set_xticks(ts, [f"{t}\nα={schedule[t]:.2f}" for t in ts])
@@ -446,7 +330,7 @@ def annealing_figure(accuracy: pd.DataFrame, out_dir: str | os.PathLike | None =
     paper's Qwen3-8B panels below. ``accuracy``: ``arm, seed, iteration, benchmark, accuracy``
     with accuracy a fraction; ``alpha_schedule``: iteration -> alpha of the anneal arm, shown
     under the ticks."""
-    _require(accuracy, ["arm", "seed", "iteration", "benchmark", "accuracy"], "accuracy")
+    require_columns(accuracy, ["arm", "seed", "iteration", "benchmark", "accuracy"], "accuracy")
     acc = accuracy.copy()
     if benchmarks is not None:
         acc = acc[acc["benchmark"].isin(list(benchmarks))]
@@ -456,7 +340,7 @@ def annealing_figure(accuracy: pd.DataFrame, out_dir: str | os.PathLike | None =
     avg["benchmark"] = "average"
     agg = seed_summary(pd.concat([avg, acc], ignore_index=True),
                        ["arm", "benchmark", "iteration"], "accuracy")
-    arms = _select_arms(agg["arm"], arms, "annealing_figure")
+    arms = select_arms(agg["arm"], arms, "annealing_figure")
     pv = paper_values("fig:annealing")
     paper_panels = [("math_avg", "Math avg."), ("math500", "MATH500"),
                     ("olympiadbench", "OlympiadBench")]
@@ -465,11 +349,11 @@ def annealing_figure(accuracy: pd.DataFrame, out_dir: str | os.PathLike | None =
     avg_title = "mean over " + (", ".join(bms) if len(bms) <= 2 else f"{len(bms)} benchmarks")
     ours_panels = [("average", avg_title), *((b, b) for b in panels)]
     ncols = max(3, len(ours_panels))
-    with _style():
-        fig, axes = _figure(2, ncols, w=3.8, h=3.2)
+    with figure_style():
+        fig, axes = new_figure(2, ncols, w=3.8, h=3.2)
         for ax, (key, title) in zip(axes[0], ours_panels, strict=False):
             for arm in arms:
-                _draw_ours(ax, agg[agg["benchmark"] == key], arm, scale=100.0)
+                draw_ours(ax, agg[agg["benchmark"] == key], arm, scale=100.0)
             ax.set(title=f"Ours: {title}", xlabel="Iteration", ylabel="Pass@1 (%)")
             _alpha_ticks(ax, alpha_schedule)
         for ax in axes[0, len(ours_panels):]:
@@ -477,15 +361,15 @@ def annealing_figure(accuracy: pd.DataFrame, out_dir: str | os.PathLike | None =
         sched = {int(t): a for t, a in pv["alpha_schedule"]}
         for ax, (key, title) in zip(axes[1], paper_panels, strict=False):
             for arm in ("baseline", "vd75", "anneal"):
-                _draw_paper(ax, paper_series("fig:annealing", "Qwen3-8B", key, arm), arm,
-                            _label(arm), alpha=0.85)
+                draw_paper(ax, paper_series("fig:annealing", "Qwen3-8B", key, arm), arm,
+                           arm_label(arm), alpha=0.85)
             ax.set(title=f"Paper (Qwen3-8B): {title}", xlabel="Iteration",
                    ylabel="Pass@1 (%)")
             _alpha_ticks(ax, sched)
         for ax in axes[1, len(paper_panels):]:
             ax.set_visible(False)
-        _legend(fig, axes)
-    return _finish(fig, out_dir, name, agg)
+        shared_legend(fig, axes)
+    return _result(fig, out_dir, name, agg)
 
 
 def entropy_figure(entropy: pd.DataFrame, out_dir: str | os.PathLike | None = None, *,
@@ -494,63 +378,23 @@ def entropy_figure(entropy: pd.DataFrame, out_dir: str | os.PathLike | None = No
     """tab:vanilla_entropy (right panel): the single GRPO policy's mean per-token entropy per
     step, mean +- SE band over seeds (left), and the paper's baseline vs VD (alpha 0.95) on
     Qwen3-4B-Base (right). ``entropy``: ``arm, seed, step, entropy``."""
-    _require(entropy, ["arm", "seed", "step", "entropy"], "entropy")
+    require_columns(entropy, ["arm", "seed", "step", "entropy"], "entropy")
     agg = seed_summary(entropy, ["arm", "step"], "entropy")
-    arms = _select_arms(agg["arm"], arms, "entropy_figure")
-    with _style():
-        fig, axes = _figure(1, 2, w=4.6, h=3.2)
+    arms = select_arms(agg["arm"], arms, "entropy_figure")
+    with figure_style():
+        fig, axes = new_figure(1, 2, w=4.6, h=3.2)
         ax, pax = axes[0]
         for arm in arms:
-            _draw_ours(ax, agg, arm, x="step", band=True)
+            draw_ours(ax, agg, arm, x="step", band=True)
         if not arms:
-            _note(ax, "no entropy logged")
+            note(ax, "no entropy logged")
         ax.set(title="Ours: policy entropy", xlabel="GRPO step", ylabel="entropy (nats/token)")
         for arm, lab in (("baseline", "Baseline (α=1.0)"), ("vd95", "VD (α=0.95)")):
-            _draw_paper(pax, paper_series("tab:vanilla_entropy", "Qwen3-4B-Base", "entropy",
-                                          arm), arm, lab, alpha=0.9)
+            draw_paper(pax, paper_series("tab:vanilla_entropy", "Qwen3-4B-Base", "entropy",
+                                         arm), arm, lab, alpha=0.9)
         pax.set(title="Paper: Qwen3-4B-Base on GSM8K", xlabel="GRPO step")
         for a in axes[0]:
-            _int_xaxis(a)
+            integer_xaxis(a)
             if a.get_legend_handles_labels()[0]:
                 a.legend(loc="upper right")
-    return _finish(fig, out_dir, name, agg)
-
-
-# ----------------------------------------------------------------------------- output
-
-
-def show(result: PlotResult) -> Any:
-    """Something a notebook displays whatever the matplotlib backend: an
-    ``IPython.display.Image`` of the saved PNG (rendered in memory when unsaved)."""
-    from IPython.display import Image
-
-    return Image(data=result.png())
-
-
-def write_outputs(out_dir: str | os.PathLike, *, tables: Mapping[str, Any] | None = None,
-                  figures: Mapping[str, PlotResult] | None = None) -> list[Path]:
-    """Write each table as ``<name>.md``, ``<name>.tex`` and ``<name>.csv`` (its frame), save
-    each figure not saved yet as ``<name>.png/.pdf``, and write each figure's numbers as
-    ``<stem>.csv`` next to its PNG; atomic writes. Returns every file, figures included."""
-    from vdlib.artifacts import atomic_write_text
-
-    out = Path(out_dir)
-    written: list[Path] = []
-    for name, table in (tables or {}).items():
-        if isinstance(table, pd.DataFrame):
-            table = Table(frame=table, markdown=render_table(table), latex="")
-        elif isinstance(table, str):
-            table = Table(markdown=table)
-        for key, ext in (("markdown", "md"), ("latex", "tex")):
-            if table.get(key):
-                written.append(atomic_write_text(out / f"{name}.{ext}", table[key]))
-        if table.get("frame") is not None:
-            written.append(atomic_write_text(out / f"{name}.csv",
-                                             table["frame"].to_csv(index=False)))
-    for name, fig in (figures or {}).items():
-        paths = list(fig.paths) or save_figure(fig.figure, out, name)
-        written += paths
-        written.append(atomic_write_text(paths[0].with_suffix(".csv"),
-                                         fig.data.to_csv(index=False)))
-    logger.info("wrote %d files to %s", len(written), out)
-    return written
+    return _result(fig, out_dir, name, agg)
