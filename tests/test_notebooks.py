@@ -136,7 +136,8 @@ def test_every_job_reads_the_report_its_notebook_writes(tmp_path):
     (params_dir / "tiny" / "quickstart.yaml").write_text(yaml.safe_dump(params))
     [job] = plan_jobs("tiny", ["00_quickstart"], ROOT / "notebooks", params_dir, tmp_path)
     assert not is_complete(job)
-    open_report("00_quickstart", params, log_level=None).finish()
+    assert job.params["output_dir"] == str(tmp_path.resolve())  # the one output root
+    open_report("00_quickstart", job.params, log_level=None).finish()
     assert not is_complete(job)  # no executed copy yet
     job.output.parent.mkdir(parents=True)
     job.output.write_text("{}")
@@ -144,6 +145,20 @@ def test_every_job_reads_the_report_its_notebook_writes(tmp_path):
     [seeded] = plan_jobs("tiny", ["00_quickstart"], ROOT / "notebooks", params_dir, tmp_path,
                          seeds=[1])
     assert seeded.name == "00_quickstart@seed1" and not is_complete(seeded)  # another config
+
+
+def test_the_output_root_is_the_same_from_any_working_directory(tmp_path, monkeypatch):
+    """Relative --output-dir resolves against the caller's directory, and every job's runs,
+    report and executed copy go under it, whatever the kernel's own working directory."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    [job] = plan_jobs("tiny", ["00_quickstart"], ROOT / "notebooks", ROOT / "params",
+                      Path("outputs"))
+    root = elsewhere / "outputs"
+    assert job.params["output_dir"] == str(root)
+    assert job.output == executed_notebook_path(root, "tiny", "00_quickstart")
+    assert job.report == summary_path(root, "quickstart", "00_quickstart")
 
 
 # ----------------------------------------------------------------------------- every notebook

@@ -105,3 +105,26 @@ def test_sigterm_stops_a_run_without_leaving_working_folders(tmp_path):
     assert proc.wait(timeout=120) == 128 + signal.SIGTERM
     left = [p.name for p in (tmp_path / "t" / "seed0" / "iter_1").glob(".*")]
     assert left == [], left
+
+
+def test_expected_failures_get_one_line():
+    from vdlib.cli import expected_failure
+    from vdlib.models import ModelUnavailableError
+
+    offline = ModelUnavailableError("'org/x' is not in the local Hugging Face cache and the Hub "
+                                    "is offline (HF_HUB_OFFLINE=1)")
+    assert "HF_HUB_OFFLINE" in expected_failure(offline)
+    assert "pip" in expected_failure(ModuleNotFoundError("No module named 'vllm'")) or \
+        "install" in expected_failure(ModuleNotFoundError("No module named 'vllm'"))
+    denied = PermissionError(13, "Permission denied", "/ro/out")
+    assert expected_failure(denied).startswith("/ro/out: permission denied")
+    assert expected_failure(RuntimeError("a bug")) is None  # a traceback for the unexpected
+
+
+def test_an_offline_hub_id_is_one_line_from_the_cli(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    params = tiny_params(tmp_path, model={"proposer": "someorg/not-cached"})
+    assert main(["run", str(_file(tmp_path, yaml.safe_dump(params)))]) == 2
+    err = capsys.readouterr().err
+    assert "not in the local Hugging Face cache" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 2  # the message and the -v hint

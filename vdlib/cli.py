@@ -226,7 +226,9 @@ def build_parser() -> argparse.ArgumentParser:
     nb.add_argument("--notebooks-dir", default=str(REPO_ROOT / "notebooks"))
     nb.add_argument("--params-dir", default=str(REPO_ROOT / "params"))
     nb.add_argument("--output-dir", default=ExperimentConfig.output_dir,
-                    help="executed copies go to OUTPUT_DIR/notebooks/<profile>/")
+                    help="the one output root, relative to the working directory: runs and "
+                    "reports go to OUTPUT_DIR/<experiment>/ (it replaces the params' "
+                    "output_dir), executed copies to OUTPUT_DIR/notebooks/<profile>/")
     nb.add_argument("--seeds", nargs="+", type=int, help="override the params' seeds")
     nb.add_argument("--force", action="store_true", help="re-execute complete notebooks too")
     nb.set_defaults(func=_cmd_notebooks)
@@ -275,11 +277,12 @@ def expected_failure(err: BaseException) -> str | None:
     does not fit a run folder, a busy folder, bad params, an offline model hub, a missing
     package, an unwritable output folder); None for anything else."""
     from vdlib.config import ConfigError
+    from vdlib.models import ModelUnavailableError
     from vdlib.run_state import RunConfigMismatch, RunLockedError
 
-    if isinstance(err, RunConfigMismatch | RunLockedError | ConfigError):
+    if isinstance(err, RunConfigMismatch | RunLockedError | ConfigError | ModelUnavailableError):
         return str(err)
-    if isinstance(err, ModuleNotFoundError):
+    if isinstance(err, ImportError):  # a missing package (MissingDependencyError included)
         return (f"{err}; install the package (make install, or the extra that provides it: "
                 "see README)")
     if isinstance(err, PermissionError):

@@ -22,8 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 __all__ = ["NotebookJob", "notebook_params_file", "plan_jobs", "is_complete", "run_notebooks",
            "format_summary"]
 
@@ -67,8 +65,13 @@ def _declared(notebook: Path) -> set[str]:
 def plan_jobs(profile: str, only: list[str] | None, notebooks_dir: Path, params_dir: Path,
               output_dir: Path, seeds: list[int] | None = None) -> list[NotebookJob]:
     """Every (notebook, params file[, seed]) job, each params set validated
-    (:class:`vdlib.config.ConfigError` -> ``SystemExit`` naming the file)."""
-    from vdlib.config import ConfigError, load_params, to_dict
+    (:class:`vdlib.config.ConfigError` -> ``SystemExit`` naming the file).
+
+    ``output_dir`` is the one output root, resolved against the current working directory:
+    each job's ``output_dir`` is set to it (absolute, so the kernel, which runs in the
+    repository root, writes the same place) and the executed copies go to
+    ``<output_dir>/notebooks/<profile>/``."""
+    from vdlib.config import ConfigError, load_params, read_params_file, to_dict
     from vdlib.layout import executed_notebook_path, seed_variant
     from vdlib.report import summary_path
 
@@ -79,6 +82,7 @@ def plan_jobs(profile: str, only: list[str] | None, notebooks_dir: Path, params_
         if missing:
             raise SystemExit(f"unknown notebook {missing[0]!r}; available: {', '.join(names)}")
         notebooks = [names[o] for o in only]
+    root = Path(output_dir).expanduser().resolve()
     jobs = []
     for nb in notebooks:
         main = notebook_params_file(nb, profile, params_dir)
@@ -88,7 +92,10 @@ def plan_jobs(profile: str, only: list[str] | None, notebooks_dir: Path, params_
         declared = _declared(nb) if seeds is not None else set()
         for f in files:
             variant = f.stem.split("@", 1)[1] if "@" in f.stem else None
-            params = yaml.safe_load(f.read_text(encoding="utf-8")) or {}
+            try:
+                params = {**read_params_file(f), "output_dir": str(root)}
+            except ConfigError as e:
+                raise SystemExit(str(e)) from None
             per_seed: list[tuple[str | None, dict[str, Any]]] = [(variant, params)]
             if seeds is not None:
                 if "seeds" in declared:
@@ -102,7 +109,7 @@ def plan_jobs(profile: str, only: list[str] | None, notebooks_dir: Path, params_
                 except ConfigError as e:
                     raise SystemExit(f"{f}: {e}") from None
                 jobs.append(NotebookJob(
-                    nb, f, p, executed_notebook_path(output_dir, profile, nb.stem, v),
+                    nb, f, p, executed_notebook_path(root, profile, nb.stem, v),
                     summary_path(cfg.output_dir, cfg.experiment, nb.stem), to_dict(cfg)))
     return jobs
 
