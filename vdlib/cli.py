@@ -1,8 +1,12 @@
-"""Command line: ``vdlib run``, ``vdlib eval``, ``vdlib notebooks run``, ``vdlib params ...``.
+"""Command line: ``vdlib run``, ``vdlib grid``, ``vdlib eval``, ``vdlib notebooks run``,
+``vdlib params ...``.
 
     vdlib run params/tiny/quickstart.yaml                       # co-evolution, resumable
     vdlib eval --model smollm2-135m --benchmarks gsm_symbolic --runs 3 --limit 50
     vdlib eval --model smollm2-135m --profile tiny          # the tiny profile's evaluation
+    vdlib grid params/tiny/main_table.yaml --dry-run            # arms x seeds: the plan
+    vdlib grid params/gpu/main_table.yaml --launcher local      # one run per GPU, queued
+    vdlib status outputs                                        # every run: stage, metrics
     vdlib notebooks run --profile tiny [--only 00_quickstart] [--seeds 0 1 2]  # papermill
     vdlib params check params/paper/base.yaml                   # validate, print resolved YAML
     vdlib params describe                                       # every parameter with its source
@@ -90,6 +94,59 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 f"{m['curriculum_size']}, kept fraction {m['kept_fraction']}\n")
         sys.stdout.write(f"{arm} artifacts: {result.run_dir}\n")
     return 0
+
+
+def _cmd_grid(args: argparse.Namespace) -> int:
+    from vdlib.config import ConfigError, load_params
+    from vdlib.launch import (
+        LocalLauncher,
+        format_plan,
+        format_results,
+        gpu_slots,
+        plan_grid,
+        slurm_launch,
+        visible_gpus,
+    )
+
+    over: dict[str, Any] = {"launcher": {}}
+    if args.launcher:
+        over["launcher"]["kind"] = args.launcher
+    if args.gpus_per_run is not None:
+        over["launcher"]["gpus_per_run"] = args.gpus_per_run
+    if args.max_parallel is not None:
+        over["launcher"]["max_parallel"] = args.max_parallel
+    slurm = {k: v for k, v in (("partition", args.partition), ("time_min", args.time_min),
+                               ("account", args.account)) if v is not None}
+    if slurm:
+        over["launcher"]["slurm"] = slurm
+    if args.output_dir is not None:
+        over["output_dir"] = args.output_dir
+    try:
+        cfg = load_params(args.params, over)
+        runs = plan_grid(cfg, args.seeds)
+        kind = cfg.launcher.kind
+        gpus = args.gpus.split(",") if args.gpus is not None else visible_gpus()
+        slots = gpu_slots(gpus, cfg.launcher.gpus_per_run, cfg.launcher.max_parallel) \
+            if kind == "local" else [None] * min(cfg.launcher.slurm.array_parallelism,
+                                                 max(1, len(runs)))
+    except (ConfigError, ValueError) as e:
+        sys.stderr.write(f"{args.params}: {e}\n")
+        return 2
+    sys.stdout.write(format_plan(runs, slots))
+    if args.dry_run:
+        return 0
+    if kind == "slurm":
+        runs = slurm_launch(runs, cfg, cluster=args.cluster, wait=not args.no_wait)
+    else:
+        runs = LocalLauncher(slots).launch(runs)
+    sys.stdout.write(format_results(runs))
+    return 1 if any(r.status == "failed" for r in runs) else 0
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from vdlib.status import main as status_main
+
+    return status_main(args.output_dir, include_replaced=args.include_replaced)
 
 
 def _cmd_params(args: argparse.Namespace) -> int:
@@ -218,6 +275,35 @@ def build_parser() -> argparse.ArgumentParser:
                     "<run_id>.replaced-<time> and the run starts afresh (old and new results "
                     "are never mixed); without it such a folder is refused")
     rn.set_defaults(func=_cmd_run)
+
+    gr = command("grid", help="run a grid (arms x seeds) on this machine's GPUs or on SLURM",
+                 description="Every arm of the params' arms for every seed, each in its own run "
+                 "folder; finished runs are skipped, unfinished ones resume. Defaults: the "
+                 "params' launcher section.")
+    gr.add_argument("params", help="params YAML with arms and seeds")
+    gr.add_argument("--seeds", nargs="+", type=int, help="override the params' seeds")
+    gr.add_argument("--launcher", choices=["local", "slurm"], help="override launcher.kind")
+    gr.add_argument("--gpus", help="local: comma-separated GPU ids to use (default: "
+                    "CUDA_VISIBLE_DEVICES, else every GPU torch sees; '' = CPU)")
+    gr.add_argument("--gpus-per-run", type=int, help="override launcher.gpus_per_run")
+    gr.add_argument("--max-parallel", type=int, help="override launcher.max_parallel")
+    gr.add_argument("--partition", help="slurm: override launcher.slurm.partition")
+    gr.add_argument("--time-min", type=int, help="slurm: override launcher.slurm.time_min")
+    gr.add_argument("--account", help="slurm: override launcher.slurm.account")
+    gr.add_argument("--cluster", choices=["slurm", "local", "debug"],
+                    help="slurm: submitit's executor (default: SLURM when sbatch exists; "
+                    "local runs the job array on this machine)")
+    gr.add_argument("--no-wait", action="store_true", help="slurm: submit and return")
+    gr.add_argument("--output-dir", help="override output_dir")
+    gr.add_argument("--dry-run", action="store_true",
+                    help="print the plan (runs, state, GPUs, order) and launch nothing")
+    gr.set_defaults(func=_cmd_grid)
+
+    st = command("status", help="where every run of an output folder stands (one table)")
+    st.add_argument("output_dir", nargs="?", default=ExperimentConfig.output_dir)
+    st.add_argument("--include-replaced", action="store_true",
+                    help="also list run folders that --force set aside")
+    st.set_defaults(func=_cmd_status)
 
     nb = command("notebooks", help="execute the experiment notebooks with papermill")
     nb.add_argument("action", choices=["run"])

@@ -41,6 +41,8 @@ __all__ = [
     "SinglePolicyConfig",
     "WarmStartConfig",
     "MetricsConfig",
+    "SlurmConfig",
+    "LauncherConfig",
     "KNOWN_BENCHMARKS",
     "ExperimentConfig",
 ]
@@ -367,6 +369,36 @@ class MetricsConfig:
 
 
 @dataclass
+class SlurmConfig:
+    """How ``vdlib grid --launcher slurm`` submits a grid (one array job, through submitit)."""
+
+    partition: str | None = param(None, "SLURM partition; null = the cluster's default.")
+    time_min: int = param(240, "Time limit of one run's job, minutes (a run that needs longer "
+                          "resumes when the grid is submitted again).", gt=0)
+    cpus_per_task: int = param(8, "CPU cores per run.", gt=0)
+    mem_gb: int | None = param(None, "Memory per run, GB; null = the partition's default.", gt=0)
+    account: str | None = param(None, "SLURM account; null = none given.")
+    array_parallelism: int = param(64, "Most array tasks running at once.", gt=0)
+    extra: list[str] = param([], "Other SLURM options as key=value, passed to submitit as "
+                             "slurm_<key> (e.g. constraint=h100, qos=high).")
+
+
+@dataclass
+class LauncherConfig:
+    """How ``vdlib grid`` spreads a grid's runs (arms x seeds)."""
+
+    kind: str = param("local", "local (runs packed onto this machine's GPUs, one per group of "
+                      "gpus_per_run, the rest queued) or slurm (a submitit job array).",
+                      choices=("local", "slurm"))
+    gpus_per_run: int = param(1, "GPUs per run: 1 = one process per run; N > 1 = `accelerate "
+                              "launch` with N processes; 0 = CPU runs.", ge=0)
+    max_parallel: int | None = param(None, "Most runs at once on this machine; null = one per "
+                                     "GPU group (1 without GPUs).", gt=0)
+    slurm: SlurmConfig = field(default_factory=SlurmConfig,
+                               metadata={"help": "SLURM submission."})
+
+
+@dataclass
 class ExperimentConfig:
     """One experiment (one arm of one notebook). Nested sections hold the hyperparameters."""
 
@@ -410,6 +442,8 @@ class ExperimentConfig:
                                               metadata={"help": "Single-policy GRPO (04)."})
     engine: EngineConfig = field(default_factory=EngineConfig,
                                  metadata={"help": "Generation engine of every sampling stage."})
+    launcher: LauncherConfig = field(default_factory=LauncherConfig,
+                                     metadata={"help": "How `vdlib grid` runs a grid."})
     reference_experiments: list[str] = param([], "Experiment folders (under output_dir) whose "
                                              "runs a notebook shows beside its own, e.g. the "
                                              "symmetric runs of 01 in 06.")

@@ -68,21 +68,25 @@ def report_dir(cfg: ExperimentConfig, notebook: str) -> Path:
 def run_grid(config: ExperimentConfig | Mapping[str, Any] | str,
              seeds: Iterable[int] | None = None,
              runner: Callable[[ExperimentConfig], Any] | None = None,
-             on_stage: Callable[[int, str], None] | None = None) -> dict[RunKey, Path]:
+             on_stage: Callable[[int, str], None] | None = None,
+             launcher: str | None = None) -> dict[RunKey, Path]:
     """Run (or resume) every arm x seed; ``{(arm, seed): run folder}``. Every config is built
     and validated before the first run starts. ``runner(cfg)`` runs one arm's config (default:
-    the co-evolution loop); it may return a folder or a :class:`RunResult`."""
-    from vdlib.arms import arm_params
+    the co-evolution loop, in this process); it may return a folder or a :class:`RunResult`.
+    ``launcher`` (``local`` or ``slurm``) spreads the runs instead, as ``vdlib grid`` does
+    (:mod:`vdlib.launch`: one run per GPU group, or a SLURM job array); a failed run is then an
+    error naming it, after the others have finished."""
     from vdlib.coevolution import run
-    from vdlib.config import to_dict
+    from vdlib.launch import format_results, grid_configs, launch_grid
 
     cfg = _cfg(config)
-    arms = cfg.arms or ["run"]
-    grid: dict[RunKey, ExperimentConfig] = {}
-    for c in seed_configs(cfg, seeds):
-        base = to_dict(c)
-        for arm in arms:
-            grid[(arm, c.seed)] = load_params(arm_params(base, arm)) if cfg.arms else c
+    grid = grid_configs(cfg, seeds)
+    if launcher is not None:
+        runs = launch_grid(cfg, seeds, kind=launcher)
+        failed = [r.name for r in runs if r.status == "failed"]
+        if failed:
+            raise RuntimeError(f"grid runs failed: {', '.join(failed)}\n{format_results(runs)}")
+        return {(r.arm, r.seed): r.run_dir for r in runs}
     out: dict[RunKey, Path] = {}
     for (arm, seed), c in grid.items():
         logger.info("run %s seed %d", arm, seed)

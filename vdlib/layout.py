@@ -45,7 +45,7 @@ __all__ = [
     # names and folders
     "run_id", "arm_run_id", "parse_arm_run_id", "seed_variant", "experiment_dir", "run_path",
     "arm_run_path", "iteration_dir", "iteration_of", "iteration_dirs", "report_dir",
-    "executed_notebook_path",
+    "executed_notebook_path", "grid_dir", "grid_params_path", "grid_log_path",
     # files and folders inside a run
     "config_path", "manifest_path", "role_model_dir", "policy_model_dir", "evaluation_dir",
     "base_evaluation_dir", "verification_path", "correctness_summary_path",
@@ -232,6 +232,22 @@ def report_dir(output_dir: str | os.PathLike, experiment: str, notebook: str) ->
     """``<output_dir>/<experiment>/reports/<notebook>``: a notebook's tables, figures and
     ``summary.json`` (not created)."""
     return experiment_dir(output_dir, experiment) / "reports" / notebook
+
+
+def grid_dir(output_dir: str | os.PathLike, experiment: str) -> Path:
+    """``<output_dir>/<experiment>/grid``: a launched grid's per-run params, logs and (SLURM)
+    submitit folder (not created)."""
+    return experiment_dir(output_dir, experiment) / "grid"
+
+
+def grid_params_path(output_dir: str | os.PathLike, experiment: str, run: str) -> Path:
+    """``<grid>/<run_id>.yaml``: the resolved params a launched run executes."""
+    return grid_dir(output_dir, experiment) / f"{run}.yaml"
+
+
+def grid_log_path(output_dir: str | os.PathLike, experiment: str, run: str) -> Path:
+    """``<grid>/<run_id>.log``: a launched run's output (stdout and stderr)."""
+    return grid_dir(output_dir, experiment) / f"{run}.log"
 
 
 def seed_variant(variant: str | None, seed: int) -> str:

@@ -55,6 +55,7 @@ NOT_FINGERPRINTED: dict[str, str] = {
     "evaluation": "evaluations keep their own protocol record",
     "verification": "verification keeps its own cache and records",
     "transfer": "the transfer experiment's own training",
+    "launcher": "how a grid is spread over GPUs or a cluster",
     "engine.gpu_memory_utilization": "GPU memory share",
     "engine.rollout_gpu_memory_utilization": "GPU memory share",
     "engine.server_url": "where a server listens",

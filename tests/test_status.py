@@ -1,0 +1,234 @@
+"""``vdlib status``: the state of every run of an output folder (vdlib.status)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+
+import pytest
+
+from vdlib import layout
+from vdlib.coevolution import stage_key
+from vdlib.config import load_params
+from vdlib.run_state import LOCK_FILE, RunLock, file_record, set_aside, update_manifest
+from vdlib.stages import STAGE_TABLE, STAGES
+from vdlib.status import collect_status, format_number, format_status, main
+
+METRICS_1 = {"valid_questions": 30, "generated": 64, "self_bleu": 0.5, "vendi": 3.0,
+             "curriculum_size": 9, "kept_fraction": 0.3}
+METRICS_2 = {"valid_questions": 41, "generated": 64, "self_bleu": 0.123456, "vendi": 12.3456,
+             "curriculum_size": 17, "kept_fraction": 0.265625}
+
+
+def _start(out, experiment, name, iterations=2, seed=0):
+    """A run folder as ``vdlib run`` starts it: config.yaml and manifest.json, no stage."""
+    cfg = load_params({"profile": "tiny", "experiment": experiment, "output_dir": str(out),
+                       "run_id": name, "seed": seed, "iterations": iterations})
+    return layout.start_run(cfg)
+
+
+def _write_outputs(run, t, stage, metrics=None):
+    folder = layout.iteration_dir(run, t)
+    folder.mkdir(exist_ok=True)
+    for name in stage.outputs:
+        path = folder / name
+        if name.endswith("_model"):
+            path.mkdir(exist_ok=True)
+            (path / "model.safetensors").write_bytes(b"weights")
+        elif name == layout.METRICS_FILE:
+            path.write_text(json.dumps(metrics or {}))
+        else:
+            path.write_text('{"x": 1}\n')
+
+
+def _finish(run, upto, metrics=None):
+    """Run the stages of ``run`` up to ``(t, stage)`` (included): outputs and records."""
+    records = {}
+    for t in range(1, upto[0] + 1):
+        for stage in STAGE_TABLE:
+            _write_outputs(run, t, stage, (metrics or {}).get(t))
+            records[stage_key(t, stage.name)] = file_record(layout.iteration_dir(run, t),
+                                                       stage.outputs)
+            if (t, stage.name) == upto:
+                break
+    update_manifest(layout.manifest_path(run), stages=records)
+
+
+def _set_times(run, text):
+    """Every file under ``run`` last modified at ``text`` (UTC, ``YYYY-MM-DD HH:MM``)."""
+    when = datetime.datetime.strptime(text, "%Y-%m-%d %H:%M").replace(
+        tzinfo=datetime.UTC).timestamp()
+    for root, _, files in os.walk(run):
+        for name in files:
+            os.utime(os.path.join(root, name), (when, when))
+
+
+@pytest.fixture
+def grid(tmp_path):
+    """An output folder with one run in each state, plus things that are not runs."""
+    out = tmp_path / "outputs"
+    runs = {}
+    runs["done"] = _start(out, "main", layout.arm_run_id("baseline", 0))
+    _finish(runs["done"], (2, STAGES[-1]), {1: METRICS_1, 2: METRICS_2})
+    update_manifest(layout.manifest_path(runs["done"]), updated="2030-01-02T03:04:05+00:00")
+
+    runs["stopped"] = _start(out, "main", layout.arm_run_id("vd75", 0))
+    _finish(runs["stopped"], (1, STAGES[-1]), {1: METRICS_1})
+    update_manifest(layout.manifest_path(runs["stopped"]), updated="2000-01-01T00:00:00+00:00")
+    _set_times(runs["stopped"], "2001-02-03 04:05")
+
+    runs["mid_output"] = _start(out, "main", layout.arm_run_id("vd75", 1))
+    _finish(runs["mid_output"], (1, STAGES[-1]), {1: METRICS_1})
+    _write_outputs(runs["mid_output"], 2, STAGE_TABLE[0])  # rollouts etc. without a record
+
+    runs["mid_trl"] = _start(out, "main", layout.arm_run_id("gen_only", 0))
+    _finish(runs["mid_trl"], (1, "curriculum"))
+    (layout.iteration_dir(runs["mid_trl"], 1) / ".trl_solver" / "checkpoint-1").mkdir(
+        parents=True)
+
+    runs["stale_lock"] = _start(out, "main", layout.arm_run_id("vd85", 0))
+    _finish(runs["stale_lock"], (1, "score"))
+    RunLock(runs["stale_lock"]).acquire().release()  # a finished process's lock file
+
+    runs["running"] = _start(out, "other", "seed3", seed=3)
+    _finish(runs["running"], (1, "generate"))
+    runs["new"] = _start(out, "other", "seed6", seed=6, iterations=3)
+    runs["bad_manifest"] = _start(out, "other", "seed4", seed=4)
+    layout.manifest_path(runs["bad_manifest"]).write_text('{"stages": {"1/pro')
+    runs["bad_config"] = _start(out, "other", "seed5", seed=5)
+    layout.config_path(runs["bad_config"]).write_text("iterations: [unclosed\n")
+
+    aside = _start(out, "main", "old")
+    _finish(aside, (1, "proposer"))
+    runs["replaced"] = set_aside(aside)
+    report = layout.report_dir(out, "main", "01_main_table")
+    report.mkdir(parents=True)
+    (report / "summary.json").write_text("{}")
+    (layout.experiment_dir(out, "main") / ".cache").mkdir()
+    notebook = layout.executed_notebook_path(out, "tiny", "00_quickstart")
+    notebook.parent.mkdir(parents=True)
+    notebook.write_text("{}")
+    return out, runs
+
+
+def _by_run(statuses):
+    return {s.run_id: s for s in statuses}
+
+
+def test_every_state_is_recognised(grid):
+    out, runs = grid
+    with RunLock(runs["running"]):
+        statuses = collect_status(out)
+    got = _by_run(statuses)
+    assert [(s.experiment, s.run_id) for s in statuses] == sorted(
+        (p.parent.name, p.name) for k, p in runs.items() if k != "replaced")
+    state = {k: got[p.name].state for k, p in runs.items() if p.name in got}
+    assert state == {"done": "done", "stopped": "stopped", "mid_output": "stopped mid-stage",
+                     "mid_trl": "stopped mid-stage", "stale_lock": "stopped",
+                     "running": "running", "new": "new", "bad_manifest": "unreadable",
+                     "bad_config": "unreadable"}
+    assert got["vd75-seed1"].label == "STOPPED MID-STAGE (proposer, iter 2)"
+    assert got["vd75-seed1"].leftovers == STAGE_TABLE[0].outputs
+    assert got["gen_only-seed0"].label == "STOPPED MID-STAGE (solver, iter 1)"
+    assert got["gen_only-seed0"].leftovers == (".trl_solver",)
+    assert got["seed4"].label == "unreadable (manifest.json)"
+    assert got["seed5"].label == "unreadable (config.yaml)"
+    assert got["seed4"].iterations == 2 and got["seed5"].iterations is None
+
+
+def test_counts_arm_seed_and_next_stage(grid):
+    out, runs = grid
+    got = _by_run(collect_status(out))
+    done, stopped, running, new = (got[runs[k].name] for k in ("done", "stopped", "running",
+                                                                 "new"))
+    assert (done.arm, done.seed, done.stages_done, done.stages_total) == ("baseline", 0, 12, 12)
+    assert (done.iteration, done.next_stage) == (2, None)
+    assert (stopped.stages_done, stopped.iteration, stopped.next_stage) == (6, 2, "proposer")
+    assert (running.arm, running.seed) == (None, 3)  # not an arm id: the config's seed
+    assert (running.stages_done, running.iteration, running.next_stage) == (2, 1, "score")
+    assert (new.stages_done, new.stages_total, new.iteration, new.next_stage) == (0, 18, 1,
+                                                                                  "proposer")
+
+
+def test_metrics_come_from_the_last_finished_iteration(grid):
+    out, runs = grid
+    got = _by_run(collect_status(out))
+    assert got["baseline-seed0"].metrics == METRICS_2
+    assert got["baseline-seed0"].metrics_iteration == 2
+    assert got["vd75-seed1"].metrics == METRICS_1  # iteration 2 never finished
+    assert got["seed6"].metrics == {} and got["seed6"].metrics_iteration is None
+
+
+def test_missing_metric_keys_are_none(tmp_path):
+    run = _start(tmp_path, "x", "seed0", iterations=1)
+    _finish(run, (1, STAGES[-1]), {1: {"vendi": 2.0}})
+    (status,) = collect_status(tmp_path)
+    assert status.metrics["vendi"] == 2.0 and status.metrics["self_bleu"] is None
+    row = format_status([status]).splitlines()[2]
+    assert [c.strip() for c in row.strip("|").split("|")][-6:] == ["-", "-", "-", "2", "-", "-"]
+
+
+def test_last_update_is_the_manifest_time_or_the_newest_file(grid):
+    out, _ = grid
+    got = _by_run(collect_status(out))
+    assert got["baseline-seed0"].last_update.strftime("%Y-%m-%d %H:%M") == "2030-01-02 03:04"
+    assert got["vd75-seed0"].last_update.strftime("%Y-%m-%d %H:%M") == "2001-02-03 04:05"
+
+
+def test_the_probe_leaves_no_lock_behind(grid):
+    out, runs = grid
+    collect_status(out)
+    with_lock = {k for k, p in runs.items() if (p / LOCK_FILE).exists()}
+    assert with_lock == {"stale_lock"}
+
+
+def test_replaced_folders_are_listed_only_when_asked(grid):
+    out, runs = grid
+    assert runs["replaced"].name not in _by_run(collect_status(out))
+    got = _by_run(collect_status(out, include_replaced=True))[runs["replaced"].name]
+    assert (got.state, got.stages_done) == ("replaced", 1)
+
+
+def test_the_table_flags_and_counts(grid):
+    out, runs = grid
+    with RunLock(runs["running"]):
+        text = format_status(collect_status(out))
+    lines = text.splitlines()
+    row = next(line for line in lines if "| baseline-seed0 " in line)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[:7] == ["main", "baseline-seed0", "done", "2/2", "12/12", "-",
+                         "2030-01-02 03:04"]
+    assert cells[7:] == ["41", "64", "0.123", "12.3", "17", "0.266"]
+    assert "STOPPED MID-STAGE (proposer, iter 2)" in text
+    assert "STOPPED MID-STAGE (solver, iter 1)" in text
+    assert "unreadable (manifest.json)" in text and "unreadable (config.yaml)" in text
+    assert "2001-02-03 04:05" in text
+    bad = next(line for line in lines if "| seed4 " in line)
+    assert [c.strip() for c in bad.strip("|").split("|")][3:6] == ["-/2", "-", "-"]
+    assert lines[-3] == ("9 runs: 1 done, 1 running, 2 stopped mid-stage, 2 stopped, 1 new, "
+                         "2 unreadable")
+    assert lines[-1].startswith("main/vd75-seed1: stopped inside proposer of iteration 2 (left "
+                                "proposer_rollouts.jsonl")
+    assert len({len(line) for line in lines[:11]}) == 1  # the columns line up
+
+
+def test_format_number_rounds_to_three_significant_digits():
+    assert [format_number(v) for v in (None, 7, 0.0123456, 98765.4, 2.0)] == [
+        "-", "7", "0.0123", "98800", "2"]
+    assert format_status([]) == "no runs found\n"
+
+
+def test_main_prints_the_table_or_refuses_a_missing_folder(grid, tmp_path, capsys):
+    out, _ = grid
+    assert main(out) == 0
+    assert "STOPPED MID-STAGE (proposer, iter 2)" in capsys.readouterr().out
+    assert main(tmp_path / "nowhere") == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "nowhere is not a folder" in captured.err
+
+
+def test_an_empty_output_folder_has_no_runs(tmp_path, capsys):
+    assert collect_status(tmp_path / "missing") == []
+    assert main(tmp_path) == 0
+    assert capsys.readouterr().out == "no runs found\n"
