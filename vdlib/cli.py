@@ -408,3 +408,7 @@ def main(argv: list[str] | None = None) -> int:
             raise
         sys.stderr.write(f"vdlib {args.command}: {message}\n(-v shows the traceback)\n")
         return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
