@@ -17,6 +17,7 @@ does not stop the others; the summary lists it and the exit status is 1.
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,10 +140,13 @@ def run_notebooks(profile: str, only: list[str] | None, notebooks_dir: Path, par
         logger.info("running %s with %s -> %s", job.notebook.name, job.params_file, job.output)
         start = time.perf_counter()
         try:
+            # the kernel's output (its log lines: run, iteration, stage, progress bars) is
+            # streamed to this terminal as it comes, not only saved in the executed copy
             papermill.execute_notebook(str(job.notebook), str(job.output),
                                        parameters=job.params,
                                        cwd=str(cwd) if cwd else None, kernel_name="python3",
-                                       progress_bar=False)
+                                       progress_bar=False, stdout_file=sys.stdout,
+                                       stderr_file=sys.stderr)
             job.status = "ran"
         except Exception as e:  # noqa: BLE001 - reported in the summary, others still run
             job.status, job.error = "failed", f"{type(e).__name__}: {str(e)[:500]}"
