@@ -80,6 +80,7 @@ def test_quickstart_executes_under_papermill(tmp_path):
     assert summary["arms"]["vd75"]["iterations"][0]["proposer_masked"] is True
     assert summary["arms"]["baseline"]["iterations"][0]["kept_fraction"] == 1.0
     assert (path.parent / "iterations.csv").is_file()
+    assert (path.parent / "baseline_vs_vd.png").is_file()  # the at-a-glance figure
     assert not (root / "summary.json").exists()  # the report folder holds the summary
     # the batch runner's skip check: the executed notebook's config is the one plan_jobs makes
     # of the same params file
