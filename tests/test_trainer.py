@@ -93,9 +93,12 @@ def test_trl_args_mapping(tmp_path):
     args = trl_args(paper, output_dir=str(tmp_path), seed=1, use_cpu=True)
     assert args.per_device_train_batch_size * args.gradient_accumulation_steps == 64
     assert args.num_generations == 4 and args.beta == 0.01 and args.learning_rate == 1e-6
-    assert args.vllm_importance_sampling_correction is True
-    masked = trl_args(paper, output_dir=str(tmp_path), seed=1, use_cpu=True, masked=True)
-    assert masked.vllm_importance_sampling_correction is False
+    assert args.vllm_importance_sampling_correction is False  # verl (the paper's) has none
+    switched = GRPOConfig(rollout_is_correction=True)
+    assert trl_args(switched, output_dir=str(tmp_path), seed=1,
+                    use_cpu=True).vllm_importance_sampling_correction is True
+    masked = trl_args(switched, output_dir=str(tmp_path), seed=1, use_cpu=True, masked=True)
+    assert masked.vllm_importance_sampling_correction is False  # never under a mask
     with pytest.raises(ValueError, match="multiple"):
         trl_args(GRPOConfig(rollout_batch_size=10), output_dir=str(tmp_path), seed=0)
 

@@ -124,6 +124,11 @@ class GRPOConfig:
                                 "the paper does not state it.", gt=0, lt=1)
     clip_eps_high: float = param(0.2, "PPO clip epsilon (upper). R-Zero's code uses 0.28-0.3; "
                                  "the paper does not state it.", gt=0)
+    rollout_is_correction: bool = param(False, "TRL's importance-sampling correction of "
+                                        "rollouts sampled by vLLM (its sequence_mask mode, "
+                                        "TRL's default). The paper trained with verl, which "
+                                        "applies none: off by default; never applied under a "
+                                        "mask (docs/vllm.md).")
     updates_per_batch: int = param(1, "Optimizer passes over each rollout batch (TRL "
                                    "num_iterations). 1 = on-policy; KL-Cov needs > 1 to act "
                                    f"({RZERO}).", gt=0)

@@ -174,7 +174,10 @@ def trl_args(g: GRPOConfig, *, output_dir: str, seed: int, num_processes: int = 
         gradient_checkpointing=g.gradient_checkpointing and not use_cpu,
         bf16=bf16, fp16=g.precision == "float16" and not use_cpu,
         report_to="none", logging_steps=1, save_strategy="no", disable_dropout=True,
-        vllm_importance_sampling_correction=not masked,
+        # verl, as the paper used it, has no such correction; TRL's would reweight each
+        # sequence by the product of its token ratios (docs/vllm.md); a mask makes the ratio
+        # meaningless (vLLM's masked log-probs against the full-vocabulary policy)
+        vllm_importance_sampling_correction=g.rollout_is_correction and not masked,
         # the reference model (beta > 0) is rebuilt by TRL from the policy's path with these:
         # in the low precision, and on this rank's device, never spread with device_map="auto"
         # (TRL forces None only under DDP/DeepSpeed; FSDP and one process would spread it)
