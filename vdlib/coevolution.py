@@ -65,7 +65,7 @@ from vdlib.distributed import (
     is_main_process,
     world_size,
 )
-from vdlib.layout import iteration_dir, manifest_path, run_path, start_run
+from vdlib.layout import iteration_dir, manifest_path, run_id, run_path, start_run
 from vdlib.model_store import ModelStore
 from vdlib.run_state import (
     RunLock,
@@ -110,6 +110,7 @@ class Loop:
     def __init__(self, cfg: ExperimentConfig, *, force: bool = False) -> None:
         self.cfg = cfg
         self.lock: RunLock | None = None
+        self.tracker: Any = None
         if is_main_process():
             self.lock, self.run_dir = claim_run(cfg, force=force)
             start_run(cfg)
@@ -119,7 +120,11 @@ class Loop:
         self.store = ModelStore(cfg, self.run_dir)
 
     def close(self) -> None:
-        """Release the run folder's lock (the process's exit releases it too)."""
+        """Close the run's tracker and release the run folder's lock (the process's exit
+        releases it too)."""
+        if self.tracker is not None:
+            self.tracker.close()
+            self.tracker = None
         if self.lock is not None:
             self.lock.release()
             self.lock = None
@@ -149,6 +154,12 @@ class Loop:
         result = RunResult(self.run_dir)
         self.store.prepare_bases()
         main = is_main_process()
+        if main and self.cfg.tracking != "none":
+            from vdlib.config import to_dict
+            from vdlib.tracking import open_tracker
+
+            self.tracker = open_tracker(self.cfg.tracking, self.run_dir, run_id(self.cfg),
+                                        to_dict(self.cfg), project=self.cfg.experiment)
         manifest = manifest_path(self.run_dir)
         records = dict(read_manifest(manifest).get("stages", {})) if main else {}
         rerun = False
@@ -192,6 +203,10 @@ class Loop:
                 barrier()
             metrics = json.loads((out / "metrics.json").read_text())
             result.iterations.append(metrics)
+            if self.tracker is not None:
+                from vdlib.tracking import iteration_scalars
+
+                self.tracker.log(iteration_scalars(metrics), step=t)
             logger.info("iteration %d: %s", t, _summary(metrics))
         if main:
             start_run(self.cfg)  # refresh the manifest's "updated" time

@@ -42,6 +42,7 @@ import yaml
 from vdlib.config_sections import (
     ENGINE_BACKENDS,
     KNOWN_BENCHMARKS,
+    TRACKER_NAMES,
     CurriculumConfig,
     EngineConfig,
     EvaluationConfig,
@@ -76,6 +77,7 @@ __all__ = [
     "EngineConfig",
     "LauncherConfig",
     "SlurmConfig",
+    "TRACKER_NAMES",
     "ENGINE_BACKENDS",
     "KNOWN_BENCHMARKS",
     "PROFILE_PRESETS",
@@ -292,6 +294,13 @@ def _validate_cross(cfg: ExperimentConfig) -> None:
         _check_rules(f"seeds[{i}]", seed, {"ge": 0})
     for key in ("experiment", "run_id"):
         _check_path_component(key, getattr(cfg, key))
+    if cfg.tracking != "none":
+        from vdlib.tracking import check_tracker
+
+        try:
+            check_tracker(cfg.tracking)
+        except ImportError as e:
+            raise ConfigError(f"tracking = {cfg.tracking!r}: {e}") from None
     for key, name in (("model.proposer", cfg.model.proposer), ("model.solver", cfg.model.solver),
                       ("model.transfer", cfg.model.transfer),
                       ("model.instruct", cfg.model.instruct)):

@@ -42,6 +42,7 @@ __all__ = [
     "WarmStartConfig",
     "MetricsConfig",
     "SlurmConfig",
+    "TRACKER_NAMES",
     "LauncherConfig",
     "KNOWN_BENCHMARKS",
     "ExperimentConfig",
@@ -373,6 +374,9 @@ class MetricsConfig:
                              "epiplexity (each needs its model).")
 
 
+TRACKER_NAMES = ("none", "tensorboard", "wandb", "mlflow", "trackio")  # vdlib.tracking.TRACKERS
+
+
 @dataclass
 class SlurmConfig:
     """How ``vdlib grid --launcher slurm`` submits a grid (one array job, through submitit)."""
@@ -447,6 +451,11 @@ class ExperimentConfig:
                                               metadata={"help": "Single-policy GRPO (04)."})
     engine: EngineConfig = field(default_factory=EngineConfig,
                                  metadata={"help": "Generation engine of every sampling stage."})
+    tracking: str = param("none", "Experiment tracker of the loop's per-iteration numbers and "
+                          "TRL's training logs (vdlib.tracking): none, tensorboard, wandb "
+                          "(offline unless WANDB_MODE says otherwise), mlflow (a local store "
+                          "unless MLFLOW_TRACKING_URI is set), trackio (local). Needs the "
+                          "'tracking' extra.", choices=TRACKER_NAMES)
     launcher: LauncherConfig = field(default_factory=LauncherConfig,
                                      metadata={"help": "How `vdlib grid` runs a grid."})
     reference_experiments: list[str] = param([], "Experiment folders (under output_dir) whose "

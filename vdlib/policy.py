@@ -43,13 +43,18 @@ def grpo_on_problems(model: Any, tok: Any, problems: Sequence[dict[str, Any]], g
                      work_dir: Path, *, seed: int, use_cpu: bool, rows: int | None = None,
                      max_steps: int | None = None, vocab_dropout: Any = None,
                      mask_seed_fn: Callable[[int], int] | None = None,
-                     engine: Any = None) -> tuple[Any, Any]:
+                     engine: Any = None,
+                     tracked: Callable[[], Any] | None = None) -> tuple[Any, Any]:
     """Train ``model`` with GRPO on ``problems`` (``question``, ``answer``) in solver prompts,
     reward 1 when the last ``\\boxed{}`` is equivalent to ``answer``. The data are the problems
     cycled to ``rows`` rows (default: enough for ``g.max_steps`` rollout batches); the mask,
     when given, acts on rollouts only. Returns ``(trainer, reward)`` after training; TRL's
     scratch folder ``work_dir`` is removed. ``engine`` (an :class:`~vdlib.config.EngineConfig`)
-    routes TRL's rollouts through vLLM (vdlib.engines.trl_vllm_args); None = transformers."""
+    routes TRL's rollouts through vLLM (vdlib.engines.trl_vllm_args); None = transformers.
+    ``tracked()``: a context manager yielding TRL arguments (:func:`vdlib.tracking.tracked_trainer`)
+    inside which the trainer is built and trained."""
+    import contextlib
+
     from datasets import Dataset
 
     from vdlib.distributed import is_main_process, world_size
@@ -69,13 +74,15 @@ def grpo_on_problems(model: Any, tok: Any, problems: Sequence[dict[str, Any]], g
         longest = max(len(tok(p, add_special_tokens=False)["input_ids"])
                       for p in data["prompt"][: min(len(data), 4096)])
         overrides.update(trl_vllm_args(engine, longest, g.max_response_length))
-    args = trl_args(g, output_dir=str(work_dir), use_cpu=use_cpu, seed=seed % 2**31,
-                    masked=vocab_dropout is not None, num_processes=world_size(), **overrides)
-    trainer = MaskedGRPOTrainer(model=model, reward_funcs=[reward], args=args,
-                                train_dataset=data, processing_class=tok,
-                                vocab_dropout=vocab_dropout, mask_seed_fn=mask_seed_fn,
-                                loss_variant=g.loss_variant)
-    trainer.train()
+    with tracked() if tracked is not None else contextlib.nullcontext({}) as tracking_args:
+        args = trl_args(g, output_dir=str(work_dir), use_cpu=use_cpu, seed=seed % 2**31,
+                        masked=vocab_dropout is not None, num_processes=world_size(),
+                        **overrides, **tracking_args)
+        trainer = MaskedGRPOTrainer(model=model, reward_funcs=[reward], args=args,
+                                    train_dataset=data, processing_class=tok,
+                                    vocab_dropout=vocab_dropout, mask_seed_fn=mask_seed_fn,
+                                    loss_variant=g.loss_variant)
+        trainer.train()
     release_rollout_engine(trainer)
     if is_main_process():
         shutil.rmtree(work_dir, ignore_errors=True)

@@ -56,6 +56,7 @@ NOT_FINGERPRINTED: dict[str, str] = {
     "verification": "verification keeps its own cache and records",
     "transfer": "the transfer experiment's own training",
     "launcher": "how a grid is spread over GPUs or a cluster",
+    "tracking": "where numbers are logged, not what they are",
     "engine.gpu_memory_utilization": "GPU memory share",
     "engine.rollout_gpu_memory_utilization": "GPU memory share",
     "engine.server_url": "where a server listens",

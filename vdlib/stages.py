@@ -58,6 +58,16 @@ def proposer(store: ModelStore, t: int, out: Path) -> None:
         _train_proposer(store, t, out, solver_engine)
 
 
+def _tracked(store: ModelStore, out: Path, role: str) -> Callable[[], Any]:
+    """The tracking context of one GRPO trainer of the run (``<iter_t>/<role>``)."""
+    from vdlib.layout import run_id
+    from vdlib.tracking import tracked_trainer
+
+    cfg = store.cfg
+    return lambda: tracked_trainer(cfg.tracking, store.run_dir, run_id(cfg),
+                                   f"{out.name}/{role}", project=cfg.experiment)
+
+
 def _train_proposer(store: ModelStore, t: int, out: Path, solver_engine: Any) -> None:
     from datasets import Dataset
 
@@ -80,20 +90,22 @@ def _train_proposer(store: ModelStore, t: int, out: Path, solver_engine: Any) ->
                             seed=derive_seed(cfg.seed, "proposer-score", t) + 1_000_003 * rank(),
                             trainer_ref=lambda: trainer_box[0] if trainer_box else None)
     prompt_tokens = len(tok(prompt, add_special_tokens=False)["input_ids"])
-    args = trl_args(g, output_dir=str(out / ".trl_proposer"), use_cpu=store.use_cpu,
-                    seed=derive_seed(cfg.seed, "proposer", t) % 2**31,
-                    masked=vd is not None, num_processes=world_size(),
-                    **trl_vllm_args(cfg.engine, prompt_tokens, g.max_response_length))
-    trainer = MaskedGRPOTrainer(
-        model=model, reward_funcs=[reward], args=args,
-        train_dataset=Dataset.from_dict({"prompt": prompts}), processing_class=tok,
-        vocab_dropout=vd,
-        mask_seed_fn=(lambda step: mask_seed(cfg.seed, t, "train", step)) if vd else None,
-        loss_variant=g.loss_variant,
-        cov={"k_frac": g.kl_cov_k_frac, "beta": g.kl_cov_beta, "ratio": g.clip_cov_ratio,
-             "lb": g.clip_cov_lb, "ub": g.clip_cov_ub})
-    trainer_box.append(trainer)
-    trainer.train()
+    with _tracked(store, out, "proposer")() as tracking_args:
+        args = trl_args(g, output_dir=str(out / ".trl_proposer"), use_cpu=store.use_cpu,
+                        seed=derive_seed(cfg.seed, "proposer", t) % 2**31,
+                        masked=vd is not None, num_processes=world_size(),
+                        **trl_vllm_args(cfg.engine, prompt_tokens, g.max_response_length),
+                        **tracking_args)
+        trainer = MaskedGRPOTrainer(
+            model=model, reward_funcs=[reward], args=args,
+            train_dataset=Dataset.from_dict({"prompt": prompts}), processing_class=tok,
+            vocab_dropout=vd,
+            mask_seed_fn=(lambda step: mask_seed(cfg.seed, t, "train", step)) if vd else None,
+            loss_variant=g.loss_variant,
+            cov={"k_frac": g.kl_cov_k_frac, "beta": g.kl_cov_beta, "ratio": g.clip_cov_ratio,
+                 "lb": g.clip_cov_lb, "ub": g.clip_cov_ub})
+        trainer_box.append(trainer)
+        trainer.train()
     release_rollout_engine(trainer)
     per_rank = gather_to_main(reward.records)
     if is_main_process():
@@ -170,7 +182,8 @@ def solver(store: ModelStore, t: int, out: Path) -> None:
     model, tok = store.load_policy(previous, g)
     trainer, reward = grpo_on_problems(model, tok, data, g, out / ".trl_solver",
                                        seed=derive_seed(cfg.seed, "solver", t),
-                                       use_cpu=store.use_cpu, engine=cfg.engine)
+                                       use_cpu=store.use_cpu, engine=cfg.engine,
+                                       tracked=_tracked(store, out, "solver"))
     log = train_log(trainer, reward)  # every rank: the mean reward is gathered
     if is_main_process():
         atomic_write_json(out / "solver_train.json", {"curriculum_size": len(data), **log})
