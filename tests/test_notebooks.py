@@ -206,7 +206,8 @@ def executed(tmp_path_factory):
         if nb.stem in names:
             f = notebook_params_file(nb, "tiny", params_dir)
             f.write_text(yaml.safe_dump(smoke_params(nb, tmp / "outputs")))
-    jobs = run_notebooks("tiny", names, ROOT / "notebooks", params_dir, tmp, cwd=ROOT)
+    jobs = run_notebooks("tiny", names, ROOT / "notebooks", params_dir, tmp / "outputs",
+                         cwd=ROOT)  # the one output root: runs, reports, executed copies
     failed = {j.name: j.error for j in jobs if j.status != "ran"}
     assert not failed, failed
     return tmp / "outputs", {j.notebook.stem: j.output for j in jobs}
@@ -255,6 +256,6 @@ def test_second_batch_skips_complete_notebooks(executed, tmp_path):
 
     outputs, copies = executed
     params_dir = outputs.parent / "params"
-    jobs = run_notebooks("tiny", ["05_annealing"], ROOT / "notebooks", params_dir,
-                         outputs.parent, cwd=ROOT)
+    jobs = run_notebooks("tiny", ["05_annealing"], ROOT / "notebooks", params_dir, outputs,
+                         cwd=ROOT)
     assert [j.status for j in jobs] == ["skipped"]
