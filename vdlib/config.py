@@ -39,25 +39,27 @@ from typing import Any, Literal, get_args, get_origin
 
 import yaml
 
-from vdlib.config_sections import (
+from vdlib.config_fields import param
+from vdlib.config_runtime import (
     ENGINE_BACKENDS,
-    KNOWN_BENCHMARKS,
     TRACKER_NAMES,
-    CurriculumConfig,
     EngineConfig,
+    LauncherConfig,
+    SlurmConfig,
+)
+from vdlib.config_sections import (
+    KNOWN_BENCHMARKS,
+    CurriculumConfig,
     EvaluationConfig,
     ExperimentConfig,
     GRPOConfig,
-    LauncherConfig,
     MetricsConfig,
     ModelConfig,
     ScoringConfig,
     SinglePolicyConfig,
-    SlurmConfig,
     VerificationConfig,
     VocabDropoutConfig,
     WarmStartConfig,
-    param,
 )
 
 __all__ = [

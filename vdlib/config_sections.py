@@ -8,7 +8,8 @@ merging, validation and the profile presets live in :mod:`vdlib.config`, which r
 name here; import them from there.
 
 This module imports nothing heavy (no torch, no datasets): the lists of allowed names other
-modules register against (:data:`ENGINE_BACKENDS`, :data:`KNOWN_BENCHMARKS`) live here so that
+modules register against (:data:`KNOWN_BENCHMARKS`; the engines' in
+:mod:`vdlib.config_runtime`) live here so that
 those modules, not the configuration, depend on them.
 
 >>> GRPOConfig().global_batch_size, ExperimentConfig().solver.global_batch_size
@@ -19,50 +20,25 @@ those modules, not the configuration, depend on them.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
-from typing import Any
+
+from vdlib.config_fields import PAPER, RZERO, SETUP, VDLIB, param
+from vdlib.config_runtime import TRACKER_NAMES, EngineConfig, LauncherConfig
 
 __all__ = [
-    "PAPER",
-    "SETUP",
-    "RZERO",
-    "VDLIB",
-    "param",
     "ModelConfig",
     "GRPOConfig",
     "VocabDropoutConfig",
     "ScoringConfig",
     "CurriculumConfig",
     "EvaluationConfig",
-    "ENGINE_BACKENDS",
-    "EngineConfig",
     "VerificationConfig",
     "SinglePolicyConfig",
     "WarmStartConfig",
     "MetricsConfig",
-    "SlurmConfig",
-    "TRACKER_NAMES",
-    "LauncherConfig",
     "KNOWN_BENCHMARKS",
     "ExperimentConfig",
 ]
-
-#: Where a value comes from, cited in help texts (the paper, or R-Zero's repository, by name).
-PAPER = "paper, App. 'Training hyperparameters' (tab:training_hypers)"
-SETUP = "paper, Sec. 'Experiments / Setup'"
-RZERO = "R-Zero's code (github.com/Chengsong-Huang/R-Zero); the paper does not state it"
-VDLIB = "vdlib choice; the paper does not state it"
-
-
-def param(default: Any, help: str, *, choices: tuple | None = None, gt: float | None = None,
-          ge: float | None = None, le: float | None = None, lt: float | None = None) -> Any:
-    """A dataclass field with help text and declarative validation rules."""
-    meta = {"help": help, "choices": choices, "gt": gt, "ge": ge, "le": le, "lt": lt}
-    if isinstance(default, list | dict):
-        return field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
-    return field(default=default, metadata=meta)
-
 
 # ----------------------------------------------------------------------------- sections
 
@@ -249,58 +225,6 @@ class EvaluationConfig:
                             "index, so this choice changes the samples).", gt=0)
 
 
-ENGINE_BACKENDS = ("hf", "vllm", "server")
-
-
-@dataclass
-class EngineConfig:
-    """Which engine samples: every stage that generates text (proposer GRPO rollouts, the K
-    questions, the M solver answers of scoring and of the proposer reward, evaluation, the local
-    verifier) goes through it (vdlib.engines; docs/vllm.md)."""
-
-    backend: str = param("vllm", "hf: transformers generate in this process; vllm: an "
-                         "in-process vLLM engine started from the stage's checkpoint and shut "
-                         "down after it (TRL's rollouts through TRL's colocated vLLM); server: "
-                         "a vLLM OpenAI server (vdlib.serving), started by vdlib on "
-                         "engine.server_gpus or reached at engine.server_url. Paper profile: "
-                         "vllm (the paper samples with vLLM).", choices=ENGINE_BACKENDS)
-    rollouts: str = param("auto", "Engine of the GRPO rollouts inside TRL: auto (hf backend: "
-                          "transformers; vllm and server: TRL's colocated vLLM), hf "
-                          "(transformers), colocate (TRL's vLLM in the training process), or "
-                          "server (a running `trl vllm-serve` at engine.rollout_server_url).",
-                          choices=("auto", "hf", "colocate", "server"))
-    route: str = param("processor", "How the mask reaches vLLM: processor (vdlib's seeded "
-                       "logits processor, the seed in extra_args) or allowed_token_ids (the "
-                       "allowed ids per request; vLLM's model runner V1 only).",
-                       choices=("processor", "allowed_token_ids"))
-    gpu_memory_utilization: float = param(0.4, "Share of the GPU's memory a vLLM engine that "
-                                          "vdlib starts may take (its weights and KV cache).",
-                                          gt=0, le=1)
-    rollout_gpu_memory_utilization: float = param(0.3, "Share of the GPU's memory TRL's "
-                                                  "colocated vLLM may take (beside the "
-                                                  "trainer and the frozen solver's engine).",
-                                                  gt=0, le=1)
-    max_model_len: int | None = param(None, "vLLM context length; null = the stage's need "
-                                      "(prompt + max new tokens), capped by the model.", gt=0)
-    enforce_eager: bool = param(False, "vLLM without CUDA graphs: faster start, slower "
-                                "decoding (small smoke runs).")
-    batch_size: int = param(64, "hf backend: prompts x samples per generate call (solver "
-                            "scoring, the proposer reward).", gt=0)
-    server_url: str | None = param(None, "server backend: base URL of a running vLLM server "
-                                   "(started with vdlib's logits processor); null = vdlib "
-                                   "starts one per stage.")
-    server_gpus: list[str] = param([], "server backend: GPUs (CUDA_VISIBLE_DEVICES values) "
-                                   "of the servers vdlib starts, one server each, requests "
-                                   "spread over them; a stage that trains (the proposer "
-                                   "phase's reward) uses only those other than the training "
-                                   "GPU. [] = the training device. The paper's 2-GPU "
-                                   "topology (paper App. 'Compute requirements'; "
-                                   "params/smollm2/topology_2gpu.yaml): ['0', '1'] with "
-                                   "training on cuda:0.")
-    rollout_server_url: str | None = param(None, "rollouts = server: base URL of "
-                                           "`trl vllm-serve` (null = http://127.0.0.1:8000).")
-
-
 @dataclass
 class VerificationConfig:
     """External-LLM judging (vdlib.verification): correctness, well-posedness, transfer filter."""
@@ -372,39 +296,6 @@ class MetricsConfig:
     extra: list[str] = param([], "Costly extra metrics: nli_diversity, "
                              "nli_diversity_unidirectional, curriculum_nli_diversity, "
                              "epiplexity (each needs its model).")
-
-
-TRACKER_NAMES = ("none", "tensorboard", "wandb", "mlflow", "trackio")  # vdlib.tracking.TRACKERS
-
-
-@dataclass
-class SlurmConfig:
-    """How ``vdlib grid --launcher slurm`` submits a grid (one array job, through submitit)."""
-
-    partition: str | None = param(None, "SLURM partition; null = the cluster's default.")
-    time_min: int = param(240, "Time limit of one run's job, minutes (a run that needs longer "
-                          "resumes when the grid is submitted again).", gt=0)
-    cpus_per_task: int = param(8, "CPU cores per run.", gt=0)
-    mem_gb: int | None = param(None, "Memory per run, GB; null = the partition's default.", gt=0)
-    account: str | None = param(None, "SLURM account; null = none given.")
-    array_parallelism: int = param(64, "Most array tasks running at once.", gt=0)
-    extra: list[str] = param([], "Other SLURM options as key=value, passed to submitit as "
-                             "slurm_<key> (e.g. constraint=h100, qos=high).")
-
-
-@dataclass
-class LauncherConfig:
-    """How ``vdlib grid`` spreads a grid's runs (arms x seeds)."""
-
-    kind: str = param("local", "local (runs packed onto this machine's GPUs, one per group of "
-                      "gpus_per_run, the rest queued) or slurm (a submitit job array).",
-                      choices=("local", "slurm"))
-    gpus_per_run: int = param(1, "GPUs per run: 1 = one process per run; N > 1 = `accelerate "
-                              "launch` with N processes; 0 = CPU runs.", ge=0)
-    max_parallel: int | None = param(None, "Most runs at once on this machine; null = one per "
-                                     "GPU group (1 without GPUs).", gt=0)
-    slurm: SlurmConfig = field(default_factory=SlurmConfig,
-                               metadata={"help": "SLURM submission."})
 
 
 @dataclass
