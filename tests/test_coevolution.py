@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -33,8 +34,12 @@ def tiny_params(out: Path, iterations: int = 1, **over) -> dict:
     return p
 
 
-def test_full_artifact_tree(tmp_path):
-    result = run(tiny_params(tmp_path))
+def test_full_artifact_tree(tmp_path, caplog):
+    with caplog.at_level(logging.INFO, logger="vdlib.coevolution"):
+        result = run(tiny_params(tmp_path))
+    started = [r.getMessage() for r in caplog.records if r.getMessage().endswith(": started")]
+    assert started == [f"t/seed0 | iteration 1/1 | stage {k}/{len(STAGES)} {s}: started"
+                       for k, s in enumerate(STAGES, start=1)]  # the heartbeat's stage labels
     it = result.run_dir / "iter_1"
     for name in ("proposer_rollouts.jsonl", "proposer_train.json", "generated.jsonl",
                  "questions.jsonl", "curriculum.jsonl", "solver_train.json", "metrics.json",

@@ -67,6 +67,7 @@ from vdlib.distributed import (
 )
 from vdlib.layout import iteration_dir, manifest_path, run_id, run_path, start_run
 from vdlib.model_store import ModelStore
+from vdlib.progress import heartbeat
 from vdlib.run_state import (
     RunLock,
     check_record,
@@ -139,6 +140,11 @@ class Loop:
                            stage.name, why)
         return why is None
 
+    def _label(self, t: int, stage: str) -> str:
+        index = STAGES.index(stage) + 1
+        return (f"{self.cfg.experiment}/{run_id(self.cfg)} | iteration {t}/"
+                f"{self.cfg.iterations} | stage {index}/{len(STAGES)} {stage}")
+
     def run(self, on_stage: Callable[[int, str], None] | None = None) -> RunResult:
         """All iterations. A stage whose record in the manifest matches the disk is skipped
         (resume); the first stage that is not runs again, and so does every stage after it
@@ -188,7 +194,10 @@ class Loop:
                 _seed_everything(derive_seed(self.cfg.seed, stage.name, t) % 2**63)
                 if here:
                     try:
-                        stage.run(self.store, t, out)
+                        with heartbeat(self._label(t, stage.name),
+                                       expected=previous_seconds(self.run_dir, t, stage.name),
+                                       log=logger, interval=None if main else 0):
+                            stage.run(self.store, t, out)
                     finally:  # also on SIGTERM / Ctrl-C: no working folder is left behind
                         if main:
                             remove_temporary(out)
@@ -212,6 +221,19 @@ class Loop:
             start_run(self.cfg)  # refresh the manifest's "updated" time
         barrier()
         return result
+
+
+def previous_seconds(run_dir: Path, t: int, stage: str) -> float | None:
+    """How long ``stage`` took in iteration ``t - 1`` of this run (its ``timing.json``), the
+    heartbeat's ETA; None in the first iteration or when unrecorded."""
+    if t <= 1:
+        return None
+    path = iteration_dir(run_dir, t - 1) / "timing.json"
+    try:
+        value = json.loads(path.read_text()).get(stage)
+    except (OSError, ValueError, AttributeError):
+        return None
+    return float(value) if isinstance(value, int | float) else None
 
 
 def stage_key(t: int, stage: str) -> str:
@@ -280,4 +302,8 @@ def run_arms(config: ExperimentConfig | str | dict,
         return {cfg.run_id or "run": run(cfg, on_stage, force=force)}
     base = to_dict(cfg)
     configs = {arm: load_params(arm_params(base, arm)) for arm in cfg.arms}  # validate all first
-    return {arm: run(c, on_stage, force=force) for arm, c in configs.items()}
+    results = {}
+    for k, (arm, c) in enumerate(configs.items(), start=1):
+        logger.info("arm %d/%d: %s (%s)", k, len(configs), arm, run_id(c))
+        results[arm] = run(c, on_stage, force=force)
+    return results
