@@ -9,7 +9,10 @@ export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install demo test test-slow lint notebooks clean
+LAB_STAMP := $(VENV)/.vdlib-lab-installed
+LAB_ARGS ?=
+
+.PHONY: install demo test test-slow lint lab clean
 
 install: $(STAMP)
 
@@ -22,6 +25,15 @@ $(STAMP): pyproject.toml constraints/cpu.txt
 
 demo: $(STAMP)
 	$(PY) -m vdlib.cli notebooks run --profile $(PROFILE) --only 00_quickstart
+
+# JupyterLab at the repository root (notebooks/ ready to step through); LAB_ARGS passes options,
+# e.g. make lab LAB_ARGS="--no-browser --port 8890".
+lab: $(LAB_STAMP)
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=$(CURDIR) $(LAB_ARGS)
+
+$(LAB_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -c constraints/cpu.txt -e '.[lab]'
+	touch $(LAB_STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
