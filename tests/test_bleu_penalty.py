@@ -212,16 +212,18 @@ def test_penalty_on_many_near_duplicates():
 
 def test_penalty_small_batches():
     assert bleu_cluster_penalty([]) == []
-    assert bleu_cluster_penalty([None]) == [0.0]
-    assert bleu_cluster_penalty([None], include_failed=True) == [1.0]
+    assert bleu_cluster_penalty([None], include_failed=False) == [0.0]
+    assert bleu_cluster_penalty([None]) == [1.0]
     assert bleu_cluster_penalty(["what is 1 + 1 ?"]) == [1.0]
-    assert bleu_cluster_penalty([None, "what is 1 + 1 ?", None]) == [0.0, 1.0, 0.0]
+    assert bleu_cluster_penalty([None, "what is 1 + 1 ?", None],
+                                include_failed=False) == [0.0, 1.0, 0.0]
+    assert bleu_cluster_penalty([None, "what is 1 + 1 ?", None]) == [1 / 3] * 3
 
 
 def test_include_failed_switch():
     qs = ["a b c d e f", None, "a b c d e f", "u v w x y z", None]
-    assert bleu_cluster_penalty(qs) == [2 / 3, 0.0, 2 / 3, 1 / 3, 0.0]
-    with_failed = bleu_cluster_penalty(qs, include_failed=True)
+    assert bleu_cluster_penalty(qs, include_failed=False) == [2 / 3, 0.0, 2 / 3, 1 / 3, 0.0]
+    with_failed = bleu_cluster_penalty(qs)  # the default: R-Zero's, over the whole batch
     assert with_failed == [2 / 5, 1 / 5, 2 / 5, 1 / 5, 1 / 5]  # "" is a singleton
     assert with_failed == ref_penalty(["" if q is None else q for q in qs])
 

@@ -81,6 +81,11 @@ def fixture_dir(tmp_path: Path) -> Path:
         {"problem": "Find f and g." + s, "answer": "$f(n)=n$, $g(n)=1$"},
         {"problem": "Let $T=0$. Find k." + s, "answer": "3"},
     ])
+    # the paper's 910 items add OE_TO_physics_en_COMP (Hothan/OlympiadBench row fields)
+    (tmp_path / "olympiadbench" / ev.OLYMPIADBENCH_PHYSICS_FILE).write_text(json.dumps(
+        {"id": 1606, "context": "A ball falls freely from rest.", "question": "Find its speed "
+         "after 2 s with g = 10.", "final_answer": ["$20$"], "unit": "m/s"}) + "\n",
+        encoding="utf-8")
     _write(tmp_path, "minerva", [{"problem": "Compute the luminosity." + s, "answer": "4.5e33"},
                                  {"problem": "Angle?" + s, "answer": "np.arcsin(10/13)"},
                                  {"problem": "Rate?" + s, "answer": "\\frac{1}{2}"}])
@@ -101,6 +106,11 @@ def test_local_formats(fixture_dir):
     ob = ev.load_benchmark("olympiadbench", data_dir=fixture_dir)
     assert [it["answer"] for it in ob[:4]] == ["\\frac{1}{2 n+2}", "(1,8,19), (2,7,13), (4,5,7)",
                                                "69,84", "f(n)=n, g(n)=1"]
+    assert len(ob) == 6 and ob[-1]["answer"] == "20" and ob[-1]["subject"] == "physics"
+    assert ob[-1]["problem"].startswith("A ball falls freely from rest.\n\nFind its speed")
+    maths = ev.load_benchmark("olympiadbench", data_dir=fixture_dir,
+                              olympiadbench_subset="maths_en")
+    assert len(maths) == 5
     assert len(ev.load_benchmark("olympiadbench", data_dir=fixture_dir, limit=2)) == 2
 
 
@@ -127,9 +137,11 @@ def test_gold_oracle_standins(name):
 @pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/benchmarks not present")
 @pytest.mark.parametrize("name", MATH_BENCHMARKS)
 def test_gold_oracle_real_files(name, tmp_path):
-    items = ev.load_benchmark(name, data_dir=SHARED)
+    # the shared copy holds the 674 maths items only (no physics file): subset maths_en
+    kw = {"olympiadbench_subset": "maths_en"}
+    items = ev.load_benchmark(name, data_dir=SHARED, **kw)
     summary = ev.evaluate(OracleEngine(items), None, [name], runs=1, data_dir=SHARED,
-                          out_dir=tmp_path, batch_size=256)
+                          out_dir=tmp_path, batch_size=256, **kw)
     records = [json.loads(x) for x in (tmp_path / name / "run0.jsonl").read_text().splitlines()]
     misses = [(r["id"], r["gold"], r["extracted"]) for r in records if not r["correct"]]
     acc = summary.results[name].accuracies[0]
@@ -161,14 +173,16 @@ def test_grade_basics():
 
 def test_mean_and_se():
     assert ev.mean_and_se([0.2]) == (0.2, None)
-    mean, se = ev.mean_and_se([0.5, 0.6, 0.7])
-    assert mean == pytest.approx(0.6) and se == pytest.approx(0.1 / math.sqrt(3))
+    mean, se = ev.mean_and_se([0.5, 0.6, 0.7])  # the paper's rule: population SD
+    assert mean == pytest.approx(0.6) and se == pytest.approx(math.sqrt(0.02 / 3) / math.sqrt(3))
+    assert ev.mean_and_se([0.5, 0.6, 0.7], ddof=1)[1] == pytest.approx(0.1 / math.sqrt(3))
     mean, se = ev.mean_and_se([0.3, 0.3])
     assert se == 0.0
     with pytest.raises(ValueError):
         ev.mean_and_se([])
     r = ev.BenchmarkResult("x", 10, [0.1, 0.3], [0, 1])
-    assert r.mean == pytest.approx(0.2) and r.se == pytest.approx(0.1)
+    assert r.mean == pytest.approx(0.2) and r.se == pytest.approx(0.1 / math.sqrt(2))
+    assert ev.BenchmarkResult("x", 10, [0.1, 0.3], [0, 1], ddof=1).se == pytest.approx(0.1)
 
 
 def test_average_se_is_across_runs_of_per_run_averages():
@@ -189,8 +203,9 @@ def test_format_table_markdown_bold_best():
                              "VD": _summ(gsm8k=[0.6, 0.6, 0.6], math500=[0.2, 0.3, 0.4])})
     lines = table.strip().splitlines()
     assert lines[0] == "| Model | GSM8K | MATH500 | Avg. |"
-    assert lines[2] == "| Baseline | **60.0** ± 5.8 | **40.0** ± 0.0 | **50.0** ± 2.9 |"
-    assert lines[3] == "| VD | **60.0** ± 0.0 | 30.0 ± 5.8 | 45.0 ± 2.9 |"
+    # population SD / sqrt(3) (the paper's rule): sqrt(2/300) / sqrt(3) = 4.7 %
+    assert lines[2] == "| Baseline | **60.0** ± 4.7 | **40.0** ± 0.0 | **50.0** ± 2.4 |"
+    assert lines[3] == "| VD | **60.0** ± 0.0 | 30.0 ± 4.7 | 45.0 ± 2.4 |"
 
 
 def test_format_table_latex_escaping_and_missing():
@@ -296,7 +311,7 @@ def test_a_failed_evaluation_does_not_block_its_corrected_rerun(fixture_dir, tmp
                     out_dir=out, temperature=1.5)
     s = ev.evaluate(OracleEngine(items), None, ["olympiadbench"], runs=1, data_dir=fixture_dir,
                     out_dir=out, temperature=0.7)  # the corrected rerun, another protocol
-    assert s.results["olympiadbench"].n == 5
+    assert s.results["olympiadbench"].n == 6  # 5 maths + 1 physics (the paper's subset)
 
 
 def test_evaluate_runs_seeds_records_and_resume(fixture_dir, tmp_path):
@@ -306,13 +321,13 @@ def test_evaluate_runs_seeds_records_and_resume(fixture_dir, tmp_path):
     s = ev.evaluate(engine, None, ["olympiadbench"], runs=3, seed=10, data_dir=fixture_dir,
                     out_dir=out, batch_size=2)
     r = s.results["olympiadbench"]
-    assert r.seeds == [10, 11, 12] and r.n == 5 and len(r.accuracies) == 3
+    assert r.seeds == [10, 11, 12] and r.n == 6 and len(r.accuracies) == 3
     recs = [json.loads(x) for x in (out / "olympiadbench" / "run1.jsonl").read_text()
             .splitlines()]
     assert {k for k in recs[0]} >= {"benchmark", "id", "problem", "gold", "completion",
                                     "extracted", "correct", "seed", "run"}
     assert all(x["run"] == 1 and x["seed"] == 11 for x in recs)
-    assert json.loads((out / "summary.json").read_text())["benchmarks"]["olympiadbench"]["n"] == 5
+    assert json.loads((out / "summary.json").read_text())["benchmarks"]["olympiadbench"]["n"] == 6
     calls = engine.calls
     again = ev.evaluate(engine, None, ["olympiadbench"], runs=3, seed=10, data_dir=fixture_dir,
                         out_dir=out, batch_size=2)
@@ -404,7 +419,11 @@ def test_cli_eval_defaults_are_the_config_evaluation_section(tmp_path):
 
     from vdlib.cli import EVAL_FLAG_KEYS
 
-    assert set(EVAL_FLAG_KEYS) == {f.name for f in dataclasses.fields(EvaluationConfig)}
+    # keys only the notebooks' tables read (how seeds pool, which tables evaluate once, the
+    # out-of-domain table's benchmarks, the judge) need no flag of `vdlib eval`
+    table_keys = {"per_seed", "single_eval_runs", "ood_benchmarks", "ood_data_dir", "judge"}
+    assert set(EVAL_FLAG_KEYS) == {f.name for f in dataclasses.fields(EvaluationConfig)} \
+        - table_keys
     sig = inspect.signature(ev.evaluate).parameters
     for key in EVAL_FLAG_KEYS:
         if key in sig and key != "benchmarks":

@@ -52,7 +52,7 @@ def test_pool_seeds_uses_one_value_per_seed():
     assert list(pooled) == ["vd75", "baseline"]
     r = pooled["vd75"].results["a"]
     assert r.accuracies == pytest.approx([0.3, 0.6]) and r.seeds == [0, 1]
-    sd = math.sqrt((0.3 - 0.45) ** 2 + (0.6 - 0.45) ** 2)  # ddof = 1 over two seeds
+    sd = math.sqrt(((0.3 - 0.45) ** 2 + (0.6 - 0.45) ** 2) / 2)  # ddof = 0 (the paper's rule)
     assert r.se == pytest.approx(sd / math.sqrt(2))
     # one seed: the evaluation runs are kept
     assert pooled["baseline"].results["a"].accuracies == [0.1, 0.3]
@@ -226,10 +226,12 @@ def test_compare_arms_over_seeds(tmp_path):
     table = ex.compare_arms(runs, evals).set_index("quantity")
     row = table.loc["Self-BLEU (lower = diverse)"]
     assert row["baseline"] == pytest.approx(0.6) and row["vd75"] == pytest.approx(0.25)
-    assert row["baseline_se"] == pytest.approx(0.1) and row["vd75_se"] == pytest.approx(0.05)
+    # population SD over the seeds / sqrt(k) (evaluation.se_ddof = 0, the paper's rule)
+    assert row["baseline_se"] == pytest.approx(0.1 / 2 ** 0.5)
+    assert row["vd75_se"] == pytest.approx(0.05 / 2 ** 0.5)
     assert row["difference"] == pytest.approx(-0.35)
-    assert row["difference_se"] == pytest.approx(math.sqrt(0.1 ** 2 + 0.05 ** 2))
-    assert bool(row["separated"]) is True  # 0.35 > 2 x 0.112
+    assert row["difference_se"] == pytest.approx(math.sqrt((0.1 ** 2 + 0.05 ** 2) / 2))
+    assert bool(row["separated"]) is True  # 0.35 > 2 x 0.079
     assert table.loc["Vendi", "baseline_n"] == 0  # undefined everywhere: no values
     assert table.loc["valid questions", "difference"] == 0 and not table.loc["valid questions",
                                                                               "separated"]

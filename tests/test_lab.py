@@ -59,7 +59,8 @@ def _chromium(args: list[str], profile: Path) -> str:
 
 def test_make_lab_serves_a_notebook_page(tmp_path):
     port, token = _free_port(), "vdlib-lab-check"
-    args = f"--no-browser --port {port} --IdentityProvider.token={token} --ServerApp.allow_root=True"
+    args = (f"--no-browser --port {port} --IdentityProvider.token={token} "
+            "--ServerApp.allow_root=True")
     server = subprocess.Popen(["make", "lab", f"LAB_ARGS={args}"], cwd=ROOT, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               start_new_session=True)

@@ -45,7 +45,7 @@ time.sleep(0.6)
 with open(params + ".ran", "w") as f:
     json.dump({"gpus": os.environ.get("CUDA_VISIBLE_DEVICES"), "start": start,
                "end": time.time()}, f)
-sys.exit(3 if "vd75" in params else 0)
+sys.exit(3 if "vd75" in params else 75 if "gen_only" in params else 0)
 """
 
 
@@ -63,7 +63,7 @@ def test_the_local_launcher_packs_runs_on_gpus_and_isolates_a_failure(tmp_path, 
     done = launcher.launch(runs)
     status = {r.name: r.status for r in done}
     assert status == {"baseline-seed0": "ran", "vd75-seed0": "failed", "vd85-seed0": "ran",
-                      "train_only-seed0": "ran", "gen_only-seed0": "ran"}
+                      "train_only-seed0": "ran", "gen_only-seed0": "paused"}  # 75: --stop-after
     assert "exit status 3" in next(r.error for r in done if r.name == "vd75-seed0")
     ran = {r.name: json.loads(Path(str(layout.grid_params_path(
         cfg.output_dir, cfg.experiment, r.name)) + ".ran").read_text()) for r in done}

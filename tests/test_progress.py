@@ -6,6 +6,8 @@ import json
 import logging
 import threading
 
+import pytest
+
 from vdlib.coevolution import previous_seconds
 from vdlib.layout import iteration_dir
 from vdlib.progress import default_interval, eta_text, format_seconds, heartbeat
@@ -71,3 +73,64 @@ def test_previous_seconds_reads_the_last_iterations_timing(tmp_path):
     assert previous_seconds(tmp_path, 2, "solver") is None
     (d / "timing.json").write_text("{broken")
     assert previous_seconds(tmp_path, 2, "score") is None
+
+
+# ----------------------------------------------------------------------------- the deadline
+
+
+def test_check_deadline(monkeypatch):
+    from vdlib.progress import STOP_AT_ENV, RunPaused, check_deadline, deadline
+
+    monkeypatch.delenv(STOP_AT_ENV, raising=False)
+    check_deadline("anything", 1e9)  # no deadline: never pauses
+    monkeypatch.setenv(STOP_AT_ENV, "1000")
+    assert deadline() == 1000.0
+    check_deadline("stage", 50.0, now=900.0)  # ends at 950, before 1000
+    check_deadline("stage", None, now=999.0)  # unknown duration: starts while time is left
+    with pytest.raises(RunPaused, match="stage: paused before it started .*1m40s left"):
+        check_deadline("stage", 150.0, now=900.0)
+    monkeypatch.setenv(STOP_AT_ENV, "soon")
+    assert deadline() is None
+
+
+def test_a_run_pauses_before_a_stage_that_would_not_fit_and_resumes(tmp_path, monkeypatch,
+                                                                      caplog):
+    import os
+    import time
+
+    from test_coevolution import tiny_params
+
+    from vdlib.coevolution import run
+    from vdlib.progress import STOP_AT_ENV, RunPaused
+
+    monkeypatch.setenv(STOP_AT_ENV, "")  # no deadline; unset again after the test
+    params = tiny_params(tmp_path, iterations=2)
+
+    def near_deadline(t, stage):  # from iteration 1's metrics stage on, 0.5 s are left
+        if (t, stage) == (1, "metrics"):
+            os.environ[STOP_AT_ENV] = str(time.time() + 0.5)
+
+    with pytest.raises(RunPaused, match="iteration 2/2 .* proposer: paused"):
+        run(params, on_stage=near_deadline)
+    run_dir = tmp_path / "t" / "seed0"
+    assert (run_dir / "iter_1" / "metrics.json").exists()
+    assert not (run_dir / "iter_2" / "proposer_rollouts.jsonl").exists()
+    os.environ[STOP_AT_ENV] = ""
+    with caplog.at_level(logging.INFO, logger="vdlib.coevolution"):
+        result = run(params)
+    assert [m["iteration"] for m in result.iterations] == [1, 2]
+    assert "iteration 1 metrics: done earlier, skipped" in caplog.text
+
+
+def test_cli_stop_after_zero_pauses_with_exit_75(tmp_path, monkeypatch):
+    import yaml
+    from test_coevolution import tiny_params
+
+    from vdlib.cli import main
+    from vdlib.progress import PAUSED_EXIT, STOP_AT_ENV
+
+    monkeypatch.setenv(STOP_AT_ENV, "")  # set_stop_after writes it: unset after the test
+    params = tmp_path / "p.yaml"
+    params.write_text(yaml.safe_dump(tiny_params(tmp_path)))
+    assert main(["run", str(params), "--stop-after", "0"]) == PAUSED_EXIT == 75
+    assert not (tmp_path / "t" / "seed0" / "iter_1" / "proposer_rollouts.jsonl").exists()

@@ -85,9 +85,11 @@ def test_finish_writes_the_summary_the_batch_runner_checks(tmp_path):
     assert summary["config"] == json.loads(json.dumps(to_dict(report.cfg)))
     assert summary["runs"] == {"vd75-seed0": str(tmp_path / "exp" / "vd75-seed0"),
                                "instruct_baseline-seed1": str(tmp_path / "i")}
-    assert summary["tables"] == ["main"] and summary["figures"] == []
-    assert sorted(summary["files"]) == sorted(str(report.folder / f"main.{e}")
-                                              for e in ("md", "tex", "csv"))
+    # finish() adds the settings table (the paper's settings and the switches, this config's)
+    assert summary["tables"] == ["main", "settings"] and summary["figures"] == []
+    assert sorted(summary["files"]) == sorted(
+        [str(report.folder / f"main.{e}") for e in ("md", "tex", "csv")]
+        + [str(report.folder / f"settings.{e}") for e in ("md", "csv")])
     # the batch runner's check: the same resolved config, not another one
     planned = to_dict(load_params({k: v for k, v in _namespace(tmp_path).items()
                                    if k in ("experiment", "profile", "seeds", "output_dir",

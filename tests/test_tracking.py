@@ -313,7 +313,6 @@ def test_wandb_offline(tmp_path, monkeypatch):
 # ----------------------------------------------------------------------------- MLflow
 
 
-@pytest.mark.slow  # about 14 s: MLflow creates its SQLite schema
 def test_mlflow_local_store_with_child_trainer_runs(tmp_path, monkeypatch):
     mlflow = pytest.importorskip("mlflow")
     for var in ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_NESTED_RUN",

@@ -79,13 +79,26 @@ def test_hook_masks_only_inside_the_block(tiny_model_and_tokenizer):
 
 @pytest.mark.parametrize("variant", ["kl_cov", "clip_cov"])
 def test_cov_variants_train(tmp_path, variant):
-    g = GRPOConfig(**{**TINY.__dict__, "updates_per_batch": 2})  # off-policy updates for KL-Cov
+    g = GRPOConfig(**{**TINY.__dict__, "ppo_mini_batches": 2})  # off-policy steps for KL-Cov
     trainer, _, _, model = _trainer(tmp_path, g=g, loss_variant=variant)
     before = {k: v.detach().clone() for k, v in model.named_parameters()}
     trainer.train()
     assert any(not torch.equal(v, before[k]) for k, v in model.named_parameters())
-    logged = trainer.state.log_history
-    assert any(f"{variant}/n_selected" in row for row in logged)
+    logged = [row for row in trainer.state.log_history if f"{variant}/n_selected" in row]
+    assert len(logged) == 4  # 2 rollout batches x 2 mini-batches, one log row per step
+    if variant == "kl_cov":  # each batch's first step is on-policy, its second is not
+        assert [row["kl_cov/n_active"] > 0 for row in logged] == [False, True, False, True]
+        assert [row["kl_cov/penalty"] > 0 for row in logged] == [False, True, False, True]
+
+
+def test_kl_cov_paper_arm_logs_a_zero_term(tmp_path):
+    """The paper-literal KL-Cov (one on-policy update per rollout batch): its logged term is
+    exactly 0 at every step (docs/coevolution.md)."""
+    trainer, _, _, _ = _trainer(tmp_path, loss_variant="kl_cov")
+    trainer.train()
+    logged = [row for row in trainer.state.log_history if "kl_cov/penalty" in row]
+    assert len(logged) == 2 and all(row["kl_cov/n_selected"] >= 1 for row in logged)
+    assert all(row["kl_cov/penalty"] == 0.0 and row["kl_cov/n_active"] == 0 for row in logged)
 
 
 def test_trl_args_mapping(tmp_path):

@@ -7,10 +7,15 @@ An arm is a small dict merged over a base params dict (``arm_params``); its run 
 - ``vd85``, ``vd75``: vocabulary dropout in both phases with alpha 0.85 / 0.75.
 - ``train_only``, ``gen_only``: alpha 0.75 in GRPO rollouts only / curriculum generation only.
 - ``anneal``: linear alpha 0.75 -> 1.0 over the iterations (App. "Annealed masking schedule").
-- ``kl_cov``, ``clip_cov``: the entropy-control baselines on the proposer, no mask
-  (App. "Entropy-control baselines"). KL-Cov only acts off-policy, so its arm takes two
-  optimizer passes over each rollout batch (``proposer.updates_per_batch = 2``); the paper does
-  not state its setting.
+- ``kl_cov``, ``clip_cov``: the entropy-control baselines on the proposer, no mask, "with
+  all other training settings identical to the Baseline and VD arms" (App. "Entropy-control
+  baselines"): the same rollouts and optimizer steps as ``baseline``. With the paper's one
+  on-policy update per rollout batch KL-Cov's ``|log pi - log pi_old|`` term is exactly zero in
+  vdlib (its per-step logs show ``kl_cov/n_active`` = 0; docs/coevolution.md).
+- ``kl_cov_offpolicy``: KL-Cov where its term acts (vdlib's variant, not a paper arm): each
+  global batch is split into two optimizer mini-batches (``proposer.ppo_mini_batches = 2``, as
+  verl's ``ppo_mini_batch_size`` below the rollout batch), so it sees the same rollout batches
+  as ``baseline`` and takes twice the optimizer steps, every second one off-policy.
 - ``vd85_gen``: alpha 0.85 in curriculum generation only: the dropout arm of the cross-scale
   runs (App. "Cross-scale co-evolution": an 8B proposer and a 4B solver, set through
   ``model.proposer`` / ``model.solver``, compared with ``baseline`` on the same pair).
@@ -44,8 +49,9 @@ ARMS.add("train_only", {"vocab_dropout": {"alpha": 0.75, "phases": "train"}})
 ARMS.add("gen_only", {"vocab_dropout": {"alpha": 0.75, "phases": "gen"}})
 ARMS.add("anneal", {"vocab_dropout": {"alpha": 0.75, "alpha_final": 1.0, "schedule": "linear",
                                       "phases": "both"}})
-ARMS.add("kl_cov", {"vocab_dropout": {"alpha": 1.0},
-                    "proposer": {"loss_variant": "kl_cov", "updates_per_batch": 2}})
+ARMS.add("kl_cov", {"vocab_dropout": {"alpha": 1.0}, "proposer": {"loss_variant": "kl_cov"}})
+ARMS.add("kl_cov_offpolicy", {"vocab_dropout": {"alpha": 1.0},
+                              "proposer": {"loss_variant": "kl_cov", "ppo_mini_batches": 2}})
 ARMS.add("clip_cov", {"vocab_dropout": {"alpha": 1.0}, "proposer": {"loss_variant": "clip_cov"}})
 ARMS.add("vd85_gen", {"vocab_dropout": {"alpha": 0.85, "phases": "gen"}})
 ARMS.add("vd95", {"vocab_dropout": {"alpha": 0.95, "phases": "both"}})

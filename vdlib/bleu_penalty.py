@@ -22,22 +22,24 @@ Decisions where R-Zero's code is silent or fails:
 
 - ``n == 1``: scikit-learn refuses a single sample (``ensure_min_samples=2``); one question is
   its own cluster, penalty ``[1.0]``. ``n == 0``: ``[]``.
-- Failed rollouts (``None``): with ``include_failed=False`` (default) they get penalty 0.0, are
-  left out of the clustering, and the denominator is the number of valid questions. With
-  ``include_failed=True`` (R-Zero, which clustered every rollout) each one is clustered as the
+- Failed rollouts (``None``): with ``include_failed=True`` (default: R-Zero, which clustered
+  every rollout; the paper says only "a penalty proportional to cluster size", config
+  ``scoring.penalty_scope: batch``) each one is clustered as the
   empty string ``""`` and the denominator is the whole batch; ``""`` is at distance 1 from
   everything (even another ``""``), so at any threshold <= 1 each failed rollout is a
   singleton with penalty ``1/n`` (it still enlarges the denominator of the valid ones).
   R-Zero's reward function (``examples/reward_function/caller_penalty.py``, read in a public
   copy of its code) stores the question ``""`` for a rollout without a parsable question and
   answer, clusters it with the rest over ``len(batch)``, and rewards it ``-1 - penalty``.
+  With ``include_failed=False`` (``penalty_scope: valid``) failed rollouts get penalty 0.0, are
+  left out of the clustering, and the denominator is the number of valid questions.
 
 >>> qs = ["What is 2 + 3 times 4 ?", "What is 2 + 3 times 5 ?",
 ...       "Find all primes p such that p + 2 is prime.", None]
 >>> [round(p, 3) for p in bleu_cluster_penalty(qs)]
-[0.667, 0.667, 0.333, 0.0]
->>> [round(p, 3) for p in bleu_cluster_penalty(qs, include_failed=True)]
 [0.5, 0.5, 0.25, 0.25]
+>>> [round(p, 3) for p in bleu_cluster_penalty(qs, include_failed=False)]
+[0.667, 0.667, 0.333, 0.0]
 >>> bleu_distance_matrix(["a b c d", "a b c d", "x y"]).round(3).tolist()
 [[0.0, 0.0, 1.0], [0.0, 0.0, 1.0], [1.0, 1.0, 0.0]]
 >>> average_linkage_clusters(np.array([[0, 0.5, 1], [0.5, 0, 1], [1, 1, 0]]), 0.5).tolist()
@@ -96,19 +98,21 @@ def _first_appearance(labels: np.ndarray) -> np.ndarray:
 
 
 def bleu_cluster_penalty(questions: Sequence[str | None], threshold: float = 0.5,
-                         include_failed: bool = False) -> list[float]:
+                         include_failed: bool = True) -> list[float]:
     """R-Zero's repetition penalty ``|cluster(i)| / batch size`` for each question.
 
     ``questions`` is the rollout batch, ``None`` for a failed rollout. With
-    ``include_failed=False`` failed rollouts get 0.0 and the clustering and the denominator use
-    the valid questions only; with ``include_failed=True`` (R-Zero) they are clustered as ``""``
-    and the denominator is ``len(questions)``. Never raises on any strings.
+    ``include_failed=True`` (default, R-Zero) failed rollouts are clustered as ``""`` and the
+    denominator is ``len(questions)``; with ``include_failed=False`` they get 0.0 and the
+    clustering and the denominator use the valid questions only. Never raises on any strings.
 
     >>> bleu_cluster_penalty([])
     []
     >>> bleu_cluster_penalty(["only one question here"])
     [1.0]
     >>> bleu_cluster_penalty(["a b c d e", "a b c d e", None, "p q r s t"])
+    [0.5, 0.5, 0.25, 0.25]
+    >>> bleu_cluster_penalty(["a b c d e", "a b c d e", None, "p q r s t"], include_failed=False)
     [0.6666666666666666, 0.6666666666666666, 0.0, 0.3333333333333333]
     """
     valid = [i for i, q in enumerate(questions) if q is not None]

@@ -28,7 +28,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -57,10 +59,20 @@ def _cmd_notebooks(args: argparse.Namespace) -> int:
     return 1 if any(j.status == "failed" for j in jobs) else 0
 
 
+def set_stop_after(minutes: float | None) -> None:
+    """``--stop-after MINUTES``: no stage starts that would not end within that time from now
+    (``$VDLIB_STOP_AT``, which a grid's runs inherit; :func:`vdlib.progress.check_deadline`)."""
+    from vdlib.progress import STOP_AT_ENV
+
+    if minutes is not None:
+        os.environ[STOP_AT_ENV] = str(time.time() + 60.0 * minutes)
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from vdlib.coevolution import run_arms
     from vdlib.config import ConfigError, load_params
     from vdlib.distributed import init_distributed, is_main_process, shutdown_distributed
+    from vdlib.progress import PAUSED_EXIT, RunPaused
 
     init_distributed()  # under `accelerate launch`: join the process group first
     over: dict[str, Any] = {}
@@ -79,8 +91,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except ConfigError as e:
         sys.stderr.write(f"{args.params}: {e}\n")
         return 2
-    results = run_arms(cfg, on_stage=lambda t, s: logger.info("iteration %d: %s ...", t, s),
-                       force=args.force)
+    set_stop_after(args.stop_after)
+    try:
+        results = run_arms(cfg, on_stage=lambda t, s: logger.info("iteration %d: %s ...", t, s),
+                           force=args.force)
+    except RunPaused as e:
+        logger.warning("%s", e)
+        shutdown_distributed()
+        return PAUSED_EXIT
     main = is_main_process()
     shutdown_distributed()
     if not main:
@@ -107,6 +125,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
         slurm_launch,
         visible_gpus,
     )
+    from vdlib.progress import PAUSED_EXIT
 
     over: dict[str, Any] = {"launcher": {}}
     if args.launcher:
@@ -135,12 +154,15 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     sys.stdout.write(format_plan(runs, slots))
     if args.dry_run:
         return 0
+    set_stop_after(args.stop_after)
     if kind == "slurm":
         runs = slurm_launch(runs, cfg, cluster=args.cluster, wait=not args.no_wait)
     else:
         runs = LocalLauncher(slots).launch(runs)
     sys.stdout.write(format_results(runs))
-    return 1 if any(r.status == "failed" for r in runs) else 0
+    if any(r.status == "failed" for r in runs):
+        return 1
+    return PAUSED_EXIT if any(r.status == "paused" for r in runs) else 0
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
@@ -171,7 +193,7 @@ def _cmd_params(args: argparse.Namespace) -> int:
 
 #: ``vdlib eval`` flags that override the ``evaluation`` section (flag dest = config key).
 EVAL_FLAG_KEYS = ("benchmarks", "runs", "temperature", "top_p", "max_context", "max_new_tokens",
-                  "data_dir", "limit", "batch_size")
+                  "data_dir", "limit", "batch_size", "olympiadbench_subset", "se_ddof")
 
 
 def eval_config(args: argparse.Namespace) -> ExperimentConfig:
@@ -248,6 +270,11 @@ def _config_help(section: type, key: str) -> str:
     return text.replace("%", "%%")  # argparse formats help with %
 
 
+STOP_AFTER_HELP = ("start no stage that would not end within MINUTES from now (its estimate: "
+                   "the same stage's time in the previous iteration); the run pauses with exit "
+                   "status 75 and the same command resumes it")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="vdlib", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -274,6 +301,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="a run folder that holds another config is moved aside to "
                     "<run_id>.replaced-<time> and the run starts afresh (old and new results "
                     "are never mixed); without it such a folder is refused")
+    rn.add_argument("--stop-after", type=float, metavar="MINUTES",
+                    help=STOP_AFTER_HELP)
     rn.set_defaults(func=_cmd_run)
 
     gr = command("grid", help="run a grid (arms x seeds) on this machine's GPUs or on SLURM",
@@ -297,7 +326,16 @@ def build_parser() -> argparse.ArgumentParser:
     gr.add_argument("--output-dir", help="override output_dir")
     gr.add_argument("--dry-run", action="store_true",
                     help="print the plan (runs, state, GPUs, order) and launch nothing")
+    gr.add_argument("--stop-after", type=float, metavar="MINUTES",
+                    help=STOP_AFTER_HELP + " (for every run of the grid)")
     gr.set_defaults(func=_cmd_grid)
+
+    rs = command("results", help="draw the figure and tables of a committed results JSON",
+                 description="The report step on a results file alone (vdlib.results): the "
+                 "diversity figure, per-iteration summary, pass@1 and effects tables.")
+    rs.add_argument("file", help="results JSON (e.g. docs/results/gpu_small_main.json)")
+    rs.add_argument("--out", required=True, help="folder for the figure and tables")
+    rs.set_defaults(func=_cmd_results)
 
     st = command("status", help="where every run of an output folder stands (one table)")
     st.add_argument("output_dir", nargs="?", default=ExperimentConfig.output_dir)
@@ -339,7 +377,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help=_config_help(EvaluationConfig, "benchmarks"))
     for key, kind in (("runs", int), ("temperature", float), ("top_p", float),
                       ("max_context", int), ("max_new_tokens", int), ("data_dir", str),
-                      ("limit", int), ("batch_size", int)):
+                      ("limit", int), ("batch_size", int), ("olympiadbench_subset", str),
+                      ("se_ddof", int)):
         ev.add_argument(f"--{key.replace('_', '-')}", type=kind,
                         help=_config_help(EvaluationConfig, key))
     ev.add_argument("--seed", type=int, help="seed of run 0 (run r uses seed + r); default: the "
@@ -356,6 +395,14 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--format", choices=["markdown", "latex"], default="markdown")
     ev.set_defaults(func=_cmd_eval)
     return p
+
+
+def _cmd_results(args: argparse.Namespace) -> int:
+    from vdlib.results import results_report
+
+    for path in results_report(args.file, args.out):
+        sys.stdout.write(f"{path}\n")
+    return 0
 
 
 def expected_failure(err: BaseException) -> str | None:

@@ -67,7 +67,7 @@ from vdlib.distributed import (
 )
 from vdlib.layout import iteration_dir, manifest_path, run_id, run_path, start_run
 from vdlib.model_store import ModelStore
-from vdlib.progress import heartbeat
+from vdlib.progress import RunPaused, check_deadline, heartbeat
 from vdlib.run_state import (
     RunLock,
     check_record,
@@ -177,6 +177,17 @@ class Loop:
                 if broadcast_from_main(done):
                     logger.info("iteration %d %s: done earlier, skipped", t, stage.name)
                     continue
+                label = self._label(t, stage.name)
+                expected = previous_seconds(self.run_dir, t, stage.name) if main else None
+                paused = None
+                if main:
+                    try:
+                        check_deadline(label, expected)
+                    except RunPaused as e:
+                        paused = str(e)
+                paused = broadcast_from_main(paused)
+                if paused is not None:  # every rank stops before the same stage
+                    raise RunPaused(paused)
                 if main and not rerun:
                     records = {k: v for k, v in records.items()
                                if stage_order(k) < stage_order(stage_key(t, stage.name))}
@@ -194,9 +205,8 @@ class Loop:
                 _seed_everything(derive_seed(self.cfg.seed, stage.name, t) % 2**63)
                 if here:
                     try:
-                        with heartbeat(self._label(t, stage.name),
-                                       expected=previous_seconds(self.run_dir, t, stage.name),
-                                       log=logger, interval=None if main else 0):
+                        with heartbeat(label, expected=expected, log=logger,
+                                       interval=None if main else 0):
                             stage.run(self.store, t, out)
                     finally:  # also on SIGTERM / Ctrl-C: no working folder is left behind
                         if main:

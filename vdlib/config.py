@@ -275,9 +275,14 @@ def _validate_cross(cfg: ExperimentConfig) -> None:
         if g.rollout_batch_size % g.global_batch_size:
             raise ConfigError(f"{role}.rollout_batch_size = {g.rollout_batch_size} must be a "
                               f"multiple of {role}.global_batch_size = {g.global_batch_size}")
-        if (g.global_batch_size * g.num_generations) % g.micro_batch_size_update:
-            raise ConfigError(f"{role}.global_batch_size x num_generations = "
-                              f"{g.global_batch_size * g.num_generations} must be a multiple of "
+        completions = g.global_batch_size * g.num_generations
+        if completions % g.ppo_mini_batches:
+            raise ConfigError(f"{role}.global_batch_size x num_generations = {completions} must "
+                              f"be a multiple of {role}.ppo_mini_batches = {g.ppo_mini_batches}")
+        per_step = completions // g.ppo_mini_batches  # completions per optimizer step
+        if per_step % min(g.micro_batch_size_update, per_step):
+            raise ConfigError(f"{role}.global_batch_size x num_generations / ppo_mini_batches = "
+                              f"{per_step} must be a multiple of "
                               f"{role}.micro_batch_size_update = {g.micro_batch_size_update}")
     for i, b in enumerate(cfg.evaluation.benchmarks):
         if b not in KNOWN_BENCHMARKS:

@@ -78,7 +78,8 @@ class GRPOConfig:
                            choices=("float32", "bfloat16", "float16"))
     global_batch_size: int = param(16, f"Global batch size in prompts per optimizer step "
                                    "(verl's ppo_mini_batch_size; each prompt brings "
-                                   f"num_generations completions). {PAPER}: proposer 16, "
+                                   f"num_generations completions; split into "
+                                   f"ppo_mini_batches steps when > 1). {PAPER}: proposer 16, "
                                    "solver 8.", gt=0)
     micro_batch_size_update: int = param(2, "Completions per device per forward/backward of "
                                          f"the update (gradient accumulation fills the rest). "
@@ -97,18 +98,36 @@ class GRPOConfig:
     max_steps: int = param(6, f"Max GRPO steps per phase. {PAPER}: proposer 6, solver 20.", gt=0)
     epochs: int = param(10, f"Epochs per phase (upper bound; max_steps stops first). {PAPER}.",
                         gt=0)
-    clip_eps_low: float = param(0.2, "PPO clip epsilon (lower). Standard GRPO value; "
-                                "the paper does not state it.", gt=0, lt=1)
-    clip_eps_high: float = param(0.2, "PPO clip epsilon (upper). R-Zero's code uses 0.28-0.3; "
-                                 "the paper does not state it.", gt=0)
+    clip_eps_low: float = param(0.2, "PPO clip epsilon below 1 (TRL epsilon, verl "
+                                "clip_ratio_low). Paper, Sec. 'Preliminaries: GRPO and R-Zero' "
+                                "clips with one epsilon, clip(rho, 1-eps, 1+eps), and states no "
+                                "value: 0.2, the default clip_ratio of verl (the trainer named in "
+                                "Sec. 'Setup') and of TRL.", gt=0, lt=1)
+    clip_eps_high: float = param(0.2, "PPO clip epsilon above 1 (TRL epsilon_high, verl "
+                                 "clip_ratio_high). Paper, Sec. 'Preliminaries: GRPO and "
+                                 "R-Zero': one symmetric epsilon, clip(rho, 1-eps, 1+eps), so "
+                                 "the default equals clip_eps_low (0.2, verl's default). "
+                                 "R-Zero's code clips the upper side higher (0.28, DAPO's "
+                                 "clip-higher): set 0.28 for R-Zero's setting.", gt=0)
     rollout_is_correction: bool = param(False, "TRL's importance-sampling correction of "
                                         "rollouts sampled by vLLM (its sequence_mask mode, "
                                         "TRL's default). The paper trained with verl, which "
                                         "applies none: off by default; never applied under a "
                                         "mask (docs/vllm.md).")
-    updates_per_batch: int = param(1, "Optimizer passes over each rollout batch (TRL "
-                                   "num_iterations). 1 = on-policy; KL-Cov needs > 1 to act "
-                                   f"({RZERO}).", gt=0)
+    updates_per_batch: int = param(1, "PPO epochs: passes over each rollout batch (TRL "
+                                   "num_iterations, verl ppo_epochs), each pass drawing no new "
+                                   "rollouts, so > 1 draws fewer rollout batches within "
+                                   f"max_steps. 1 ({RZERO}: one PPO epoch).", gt=0)
+    ppo_mini_batches: int = param(1, "Optimizer steps per global batch: each global_batch_size "
+                                  "prompts' completions are split into this many mini-batches, "
+                                  "one AdamW step each (verl's ppo_mini_batch_size below the "
+                                  "rollout batch). The rollouts are unchanged (max_steps counts "
+                                  "global batches); every step after a batch's first is "
+                                  f"off-policy. {PAPER}: 1 (global = rollout batch size: one "
+                                  "on-policy update per rollout batch; paper App. "
+                                  "'Entropy-control baselines': KL-Cov and Clip-Cov use 'all "
+                                  "other training settings identical'). The kl_cov_offpolicy "
+                                  "arm sets 2.", gt=0)
     loss_variant: str = param("grpo", "Policy loss: grpo, or the entropy-control baselines "
                               "kl_cov / clip_cov (paper App. 'Entropy-control baselines', "
                               "proposer only).", choices=("grpo", "kl_cov", "clip_cov"))
@@ -150,6 +169,14 @@ class VocabDropoutConfig:
                                       "Strings whose tokens are protected (never masked); "
                                       "paper App. 'Vocabulary dropout implementation'.")
     extra_protected_ids: list[int] = param([], "Additional token ids always kept.")
+    width: str = param("vocab_size", "Ids the Bernoulli draw covers. vocab_size: ids below "
+                       "tokenizer.vocab_size, as the paper's snippet (App. 'Vocabulary dropout "
+                       "implementation', fig:code_diff: 'V = tokenizer.vocab_size'); added "
+                       "tokens at or above it (Qwen's <|im_end|> and other specials) are then "
+                       "never allowed unless protected (Algorithm 1: the mask is the draw "
+                       "union F). len_tokenizer: every real id, added tokens kept with "
+                       "probability alpha. Both give the same draw on the shared ids; padded "
+                       "logits rows are always dropped.", choices=("vocab_size", "len_tokenizer"))
 
 
 @dataclass
@@ -175,7 +202,15 @@ class ScoringConfig:
                                   f"clustering. {PAPER}: 0.5.", gt=0, le=1)
     penalty_weight: float = param(1.0, "Weight lambda of the repetition penalty (R-Zero: 1).",
                                   ge=0)
-    penalty_include_failed: bool = param(False, "Cluster failed rollouts too (R-Zero: true).")
+    penalty_scope: str = param("batch", "Which rollouts the repetition penalty clusters and "
+                               "divides by. batch: every rollout of the batch, failed ones as "
+                               "the empty question, penalty = |cluster| / batch size ("
+                               f"{RZERO}: paper, Sec. 'Preliminaries: GRPO and R-Zero', says "
+                               "only 'a penalty proportional to cluster size'). valid: the "
+                               "parsed questions only, over their count "
+                               "(larger penalties when fewer rollouts parse, as under a mask). "
+                               "Failed rollouts get the failure reward either way (Algorithm 1).",
+                               choices=("batch", "valid"))
     solver_target: str = param("proposer", "Solver reward target: proposer (the proposer's "
                                f"stated answer, {SETUP}) or majority (R-Zero).",
                                choices=("proposer", "majority"))
@@ -223,6 +258,36 @@ class EvaluationConfig:
     batch_size: int = param(16, "Prompts per generate call, with any engine (the prompts are "
                             "sorted by length; each call samples with a seed derived from its "
                             "index, so this choice changes the samples).", gt=0)
+    se_ddof: int = param(0, "Spread of every mean +- SE: SE = std(ddof) / sqrt(k). 0 "
+                         "(population SD) reproduces the paper's printed cells (paper, Sec. "
+                         "'Standard benchmarks': mean +- SE over 3 runs; e.g. AIME'24 12.2 +- "
+                         "0.9 = 3, 4, 4 of 30 correct, which ddof 1 prints as +- 1.1); 1 = "
+                         "sample SD (Miller 2024's estimator).", choices=(0, 1))
+    per_seed: str = param("first_run", "With several training seeds, what each seed adds to a "
+                          "cell: first_run = its first evaluation run (paper, Sec. 'Standard "
+                          "benchmarks': every cell is 3 single evaluations; its AIME/AMC means "
+                          "are multiples of 1/90 and 1/120), mean = the mean of its runs.",
+                          choices=("first_run", "mean"))
+    single_eval_runs: int = param(1, "Evaluation runs per model for the tables the paper "
+                                  "prints as single evaluations (paper, tab:curriculum_transfer "
+                                  "and tab:vanilla_grpo: cells are multiples of 1/30, 1/40, "
+                                  "1/500, no SE): notebooks 03 and 04.", gt=0)
+    olympiadbench_subset: str = param("maths_physics_en", "OlympiadBench items: "
+                                      "maths_physics_en = English text-only open-ended maths "
+                                      "(674) + physics (236) = 910 (paper, App. "
+                                      "'tab:benchmarks': 910); maths_en = the 674/675 maths "
+                                      "subset of R-Zero's list (zwhe99/simplerl-OlympiadBench).",
+                                      choices=("maths_physics_en", "maths_en"))
+    ood_benchmarks: list[str] = param([], "Out-of-domain benchmarks of tab:ood for notebook "
+                                      "01's base, baseline and vd75 solvers; [] = none. Paper, "
+                                      "Sec. 'Out-of-domain transfer': bbh, medqa, supergpqa, "
+                                      "winogrande on the 8B solvers only (main_table@8b).")
+    ood_data_dir: str | None = param(None, "Local folder of the out-of-domain benchmarks "
+                                     "(<dir>/<name>/test.jsonl); null = the Hub; 'samples' = "
+                                     "vdlib's packaged hand-written items (offline smoke runs).")
+    judge: bool = param(False, f"Also grade each completion with the verification section's "
+                        f"correctness model and show the judged score beside math-verify's; "
+                        f"the judge's prompt is saved with the scores. {VDLIB}.")
 
 
 @dataclass
@@ -245,6 +310,17 @@ class VerificationConfig:
     max_concurrency: int = param(8, "Requests in flight.", gt=0)
     dry_run: bool = param(False, "Count the requests and tokens a run would send; send none.")
     max_new_tokens: int = param(512, "local backend: max new tokens per reply.", gt=0)
+    transfer_source: str = param("curriculum", "What the transfer filter verifies (notebook "
+                                 "03): curriculum = the iteration's valid questions inside "
+                                 "[tau_min, tau_max], the set the solver trained on; valid = "
+                                 "every valid question. Paper, Sec. 'Curriculum quality in "
+                                 "isolation': verification keeps 'roughly 20-31% of each arm', "
+                                 "the fractions of the band counts of tab:wellposed (163/510, "
+                                 "325/1,408).", choices=("curriculum", "valid"))
+    transfer_experiment: str | None = param(None, "The experiment (under output_dir) whose "
+                                            "runs notebook 03 verifies and transfers; null = "
+                                            "the first of reference_experiments. Paper, Sec. "
+                                            "'Curriculum quality in isolation': the 8B runs.")
 
 
 @dataclass
@@ -296,6 +372,32 @@ class MetricsConfig:
     extra: list[str] = param([], "Costly extra metrics: nli_diversity, "
                              "nli_diversity_unidirectional, curriculum_nli_diversity, "
                              "epiplexity (each needs its model).")
+    semantic_embedder: str = param("qwen3-embedding-4b", "Embedder of tab:nli_diversity's "
+                                   "semantic column (mean pairwise cosine distance of the "
+                                   "curriculum-filtered sets, notebook 03); names as for "
+                                   "embedder. Paper, App. 'Cumulative embedding diversity': "
+                                   "Qwen3-Embedding-4B.")
+    swap_embedder: str = param("minilm", "Encoder-swap robustness check of that column (paper, "
+                               "App. 'Cumulative embedding diversity': 'This rank order holds "
+                               "under an encoder swap (all-MiniLM-L6-v2)'); none = skip.")
+    nli_model: str = param("deberta-v3-large-mnli-fever-anli-ling-wanli", "NLI classifier of "
+                           "tab:nli_diversity's logical column and of the well-posed subset's "
+                           "NLI gap (paper, App. 'Cumulative embedding diversity': "
+                           "DeBERTa-v3-large fine-tuned on MNLI/FEVER/ANLI/LingNLI/WANLI); "
+                           "tiny-random = a seeded random offline stand-in (tiny profile).")
+    nli_unidirectional: bool = param(True, "Also score NLI unidirectionally (premise before "
+                                     "hypothesis), the robustness check of paper, App. "
+                                     "'Cumulative embedding diversity'.")
+    nli_max_pairs: int | None = param(20000, "NLI pairs scored per set (a seeded uniform "
+                                      f"sample); null = all n(n-1). {VDLIB}.", gt=0)
+    bootstrap_resamples: int = param(100, "Bootstrap resamples of tab:nli_diversity's standard "
+                                     "errors. Paper, App. 'Cumulative embedding diversity' "
+                                     "(table caption): 100.", gt=1)
+    bootstrap_unit: str = param("pairs", "What the bootstrap resamples: pairs (the scored "
+                                "pairs; consistent with the '<0.001' semantic SEs the paper "
+                                "prints for tab:nli_diversity) or "
+                                f"questions (whole items, pairs weighted by counts). {VDLIB}.",
+                                choices=("pairs", "questions"))
 
 
 @dataclass
@@ -315,8 +417,8 @@ class ExperimentConfig:
     output_dir: str = param("outputs", "Root folder of run artifacts (gitignored).")
     run_id: str | None = param(None, "Run folder name; null = derived from experiment and seed.")
     arms: list[str] = param([], "Arms a notebook compares (vdlib.arms: baseline, vd85, vd75, "
-                            "train_only, gen_only, anneal, kl_cov, clip_cov, vd85_gen, vd95); "
-                            "empty = this config alone.")
+                            "train_only, gen_only, anneal, kl_cov, kl_cov_offpolicy, clip_cov, "
+                            "vd85_gen, vd95); empty = this config alone.")
     model: ModelConfig = field(default_factory=ModelConfig, metadata={"help": "Models."})
     proposer: GRPOConfig = field(default_factory=GRPOConfig,
                                  metadata={"help": "Proposer GRPO (paper table, proposer column)."})

@@ -27,6 +27,7 @@ ARM_STYLE = {
     "vd85": ("#E6B422", "-", "D"), "vd75": ("#DD8452", "-", "s"),
     "train_only": ("#4C72B0", "-", "^"), "gen_only": ("#1F8A70", "-", "D"),
     "anneal": ("#55A868", "-", "v"), "kl_cov": ("#8172B3", ":", "P"),
+    "kl_cov_offpolicy": ("#8172B3", "-.", "p"),
     "clip_cov": ("#937860", ":", "X"), "vd85_gen": ("#DA8BC3", "-", "*"),
 }
 _RC = {"font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "xtick.labelsize": 9,

@@ -27,13 +27,16 @@ from typing import Any
 
 from vdlib import layout
 from vdlib.config import ExperimentConfig, load_params
-from vdlib.evaluation import BenchmarkResult, EvalSummary
+from vdlib.curriculum_sets import composition_frame, diversity_frame
+from vdlib.evaluation import BenchmarkResult, EvalSummary, protocol_kwargs
 from vdlib.stats import mean_and_se
 
 __all__ = ["RunKey", "seed_configs", "run_grid", "experiment_dir", "report_dir",
            "evaluate_checkpoint", "evaluate_runs", "evaluate_base", "last_iteration",
            "reference_runs", "instruct_config", "pool_seeds", "accuracy_frame",
-           "entropy_frame", "correctness_frame", "composition_frame", "transfer_grid",
+           "entropy_frame", "correctness_frame", "composition_frame", "diversity_frame",
+           "reference_runs_by_experiment", "transfer_runs", "curriculum_frames",
+           "transfer_grid",
            "COMPARED", "compare_arms"]
 
 logger = logging.getLogger(__name__)
@@ -99,10 +102,7 @@ def run_grid(config: ExperimentConfig | Mapping[str, Any] | str,
 
 
 def _protocol_kwargs(cfg: ExperimentConfig) -> dict[str, Any]:
-    e = cfg.evaluation
-    return {"runs": e.runs, "temperature": e.temperature, "top_p": e.top_p,
-            "max_context": e.max_context, "max_new_tokens": e.max_new_tokens,
-            "data_dir": e.data_dir, "limit": e.limit, "batch_size": e.batch_size}
+    return protocol_kwargs(cfg.evaluation)
 
 
 def _complete(out_dir: Path, cfg: ExperimentConfig) -> EvalSummary | None:
@@ -261,6 +261,51 @@ def reference_runs(cfg: ExperimentConfig, arms: Iterable[str]) -> dict[RunKey, P
     return out
 
 
+def reference_runs_by_experiment(cfg: ExperimentConfig, arms: Iterable[str]
+                                 ) -> dict[str, dict[RunKey, Path]]:
+    """:func:`reference_runs` kept apart per experiment of ``reference_experiments`` (in that
+    order; experiments without a finished run are left out): notebook 03's tables show each
+    model scale (e.g. the 4B and 8B runs of 01) in its own rows."""
+    out: dict[str, dict[RunKey, Path]] = {}
+    for name in cfg.reference_experiments:
+        runs = reference_runs(dataclasses.replace(cfg, reference_experiments=[name]), arms)
+        if runs:
+            out[name] = runs
+    return out
+
+
+def transfer_runs(cfg: ExperimentConfig, arms: Iterable[str]) -> dict[RunKey, Path]:
+    """The finished runs notebook 03 verifies and transfers: those of
+    ``verification.transfer_experiment`` (null: the first of ``reference_experiments``; the
+    paper: the 8B runs)."""
+    name = cfg.verification.transfer_experiment or next(iter(cfg.reference_experiments), None)
+    if name is None:
+        return {}
+    return reference_runs(dataclasses.replace(cfg, reference_experiments=[name]), arms)
+
+
+def curriculum_frames(runs_by_experiment: Mapping[str, Mapping[RunKey, Path]],
+                      cfg: ExperimentConfig, arms: Iterable[str] = ("baseline", "vd75")):
+    """Notebook 03's tab:wellposed and tab:nli_diversity inputs: for each experiment
+    (:func:`reference_runs_by_experiment`; one model scale each), the ``arms`` runs at their
+    last common iteration through :func:`vdlib.curriculum_sets.composition_frame` and
+    :func:`vdlib.curriculum_sets.diversity_frame`. Returns ``(composition, diversity)``, one
+    row per run each, with ``group`` the run's model scale."""
+    import pandas as pd
+
+    comp, div = [], []
+    for name, runs in runs_by_experiment.items():
+        picked = {k: p for k, p in runs.items() if k[0] in set(arms)}
+        if not picked:
+            logger.warning("curriculum_frames: %s has no run of %s", name, list(arms))
+            continue
+        t = last_iteration(picked)
+        comp.append(composition_frame(picked, cfg, iteration=t))
+        div.append(diversity_frame(picked, cfg, iteration=t))
+    return (pd.concat(comp, ignore_index=True) if comp else pd.DataFrame(),
+            pd.concat(div, ignore_index=True) if div else pd.DataFrame())
+
+
 def instruct_config(cfg: ExperimentConfig, arms: Iterable[str] = ("baseline", "vd75")
                     ) -> ExperimentConfig:
     """The instruction-tuned-model runs of notebook 06: ``model.instruct`` as proposer and
@@ -291,55 +336,16 @@ def correctness_frame(runs: Mapping[RunKey, Path], cfg: ExperimentConfig):
     return pd.DataFrame(rows, columns=["arm", "seed", "iteration", "correct"])
 
 
-def composition_frame(runs: Mapping[RunKey, Path], cfg: ExperimentConfig, iteration: int):
-    """Curriculum composition at ``iteration`` (paper ``tab:wellposed``), one row per run:
-    ``generated``, ``filter_pass`` (questions in the difficulty band), ``pass_rate``,
-    ``well_posed`` and ``correct`` (verifier judgments of the band's questions), and the Vendi
-    score of the well-posed (``vendi_wp``) and correct (``vendi_c``) subsets with
-    ``metrics.embedder`` (None below two questions or with embedder ``none``)."""
-    import pandas as pd
-
-    from vdlib.artifacts import read_jsonl
-    from vdlib.curriculum import in_window
-    from vdlib.metrics import vendi_score
-    from vdlib.metrics.embeddings import embed
-    from vdlib.verification import make_verifier
-
-    verifier = make_verifier(cfg.verification, "correctness", device=cfg.model.device,
-                             engine=cfg.engine)
-    s = cfg.scoring
-
-    def vendi(texts: list[str]) -> float | None:
-        if len(texts) < 2 or cfg.metrics.embedder == "none":
-            return None
-        return float(vendi_score(embed(texts, cfg.metrics.embedder)))
-
-    rows = []
-    for (arm, seed), run_dir in runs.items():
-        questions = read_jsonl(layout.iteration_dir(run_dir, iteration) / layout.QUESTIONS_FILE)
-        band = [q for q in questions if q.get("valid") and in_window(q.get("acc"), s.tau_min,
-                                                                      s.tau_max)]
-        texts = [q["question"] for q in band]
-        posed = verifier.label_well_posed(texts)
-        checked = verifier.check_answers(band)
-        wp = [t for t, ok in zip(texts, posed, strict=True) if ok]
-        ok_texts = [r["question"] for r in checked if r["correct"]]
-        rows.append({"arm": arm, "seed": seed, "iteration": iteration,
-                     "generated": len(questions), "filter_pass": len(band),
-                     "pass_rate": len(band) / len(questions) if questions else None,
-                     "well_posed": len(wp), "correct": len(ok_texts),
-                     "vendi_wp": vendi(wp), "vendi_c": vendi(ok_texts)})
-    verifier.close()
-    return pd.DataFrame(rows)
-
-
 def transfer_grid(runs: Mapping[RunKey, Path], cfg: ExperimentConfig, iteration: int
                   ) -> dict[RunKey, dict[str, Any]]:
-    """Verify each run's iteration-``iteration`` questions with ``verification.transfer_model``
-    (:func:`vdlib.verification.build_transfer_dataset`) and GRPO-train a fresh
+    """Verify each run's iteration-``iteration`` curriculum (``verification.transfer_source``:
+    the band-filtered questions, as the paper, or every valid one) with
+    ``verification.transfer_model`` (:func:`vdlib.verification.build_transfer_dataset`) and
+    GRPO-train a fresh
     ``model.transfer`` on the kept ones (:func:`vdlib.policy.train_transfer`), under
     ``<output_dir>/<experiment>/<arm>-seed<seed>/``. Returns per run the counts and the
-    trained model folder (``model``)."""
+    trained model folder (``model``): ``valid`` questions, verified ``candidates``, kept
+    (``verified``) and ``kept_fraction`` of the candidates."""
     from vdlib.policy import train_transfer
     from vdlib.verification import build_transfer_dataset, make_verifier
 
@@ -349,12 +355,15 @@ def transfer_grid(runs: Mapping[RunKey, Path], cfg: ExperimentConfig, iteration:
     for (arm, seed), run_dir in runs.items():
         target = layout.arm_run_path(cfg.output_dir, cfg.experiment, arm, seed)
         data = build_transfer_dataset(run_dir, iteration, verifier,
-                                      out_path=layout.verified_curriculum_path(target))
+                                      out_path=layout.verified_curriculum_path(target),
+                                      source=cfg.verification.transfer_source,
+                                      band=(cfg.scoring.tau_min, cfg.scoring.tau_max))
         verifier.close()  # a local engine frees the GPU before the transfer model trains
         summary = json.loads(layout.dataset_summary_path(data).read_text())
         c = dataclasses.replace(cfg, seed=seed, run_id=layout.arm_run_id(arm, seed))
         model = train_transfer(c, data, layout.transfer_training_dir(target))
         out[(arm, seed)] = {"verified": summary["n_kept"], "valid": summary["n_valid"],
+                            "candidates": summary["n_candidates"],
                             "kept_fraction": summary["kept_fraction"], "model": str(model)}
     return out
 

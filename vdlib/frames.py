@@ -42,7 +42,7 @@ logger = logging.getLogger(__name__)
 
 #: the order arms are shown in (others follow, alphabetically)
 ARM_ORDER = ["base", "baseline", "vd95", "vd85", "vd85_gen", "vd75", "train_only", "gen_only",
-             "anneal", "kl_cov", "clip_cov"]
+             "anneal", "kl_cov", "kl_cov_offpolicy", "clip_cov"]
 
 #: the columns of the loop metrics frame
 LOOP_METRIC_COLUMNS = ["arm", "seed", "iteration", "metric", "value"]

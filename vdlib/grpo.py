@@ -286,7 +286,9 @@ def kl_cov_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor
     On-policy (``logp == old_logp``) the penalty and its gradient (``sign(0) = 0``) vanish, so
     KL-Cov equals plain ``-A r``: it acts only from the second optimizer step on a rollout batch.
     Stats: ``abs_log_ratio`` (mean |logp - old_logp| over valid tokens: verl's ``ppo_kl``),
-    ``selected_fraction``, ``n_selected``.
+    ``selected_fraction``, ``n_selected``, ``penalty`` (the KL term's share of the token-mean
+    loss: ``sum_selected kl_coef |logp - old_logp| / N_valid``) and ``n_active`` (selected
+    tokens with ``logp != old_logp``, i.e. where the term has a gradient; 0 on-policy).
     """
     if selected is None:
         selected = kl_cov_select(logp, advantages, mask, k_frac)
@@ -294,10 +296,13 @@ def kl_cov_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor
     log_ratio = logp - old_logp
     per_token = -_token_adv(advantages, logp) * torch.exp(log_ratio)
     selected = selected & m
-    per_token = torch.where(selected, per_token + kl_coef * log_ratio.abs(), per_token)
+    penalty = kl_coef * log_ratio.abs()
+    per_token = torch.where(selected, per_token + penalty, per_token)
     stats = {"abs_log_ratio": token_mean(log_ratio.detach().abs(), m),
              "selected_fraction": token_mean(selected.float(), m),
-             "n_selected": selected.sum()}
+             "n_selected": selected.sum(),
+             "penalty": token_mean(torch.where(selected, penalty.detach(), 0), m),
+             "n_active": (selected & (log_ratio.detach() != 0)).sum()}
     return torch.where(m, per_token, 0), stats
 
 

@@ -31,6 +31,7 @@ from typing import Any
 
 from vdlib import layout
 from vdlib.config import ExperimentConfig, load_params, save_params, to_dict
+from vdlib.progress import PAUSED_EXIT
 
 __all__ = ["GridRun", "grid_configs", "plan_grid", "launch_grid", "run_state_of", "visible_gpus",
            "gpu_slots", "format_plan", "LocalLauncher", "slurm_launch", "slurm_parameters",
@@ -43,7 +44,7 @@ logger = logging.getLogger(__name__)
 class GridRun:
     """One run of a grid: its config and folder, its state on disk before launching
     (``done``, ``partial``, ``new``) and, once launched, its status (``skipped``, ``ran``,
-    ``failed``), GPUs, seconds and log."""
+    ``paused`` at ``--stop-after``, ``failed``), GPUs, seconds and log."""
 
     arm: str
     seed: int
@@ -183,6 +184,7 @@ def format_results(runs: Sequence[GridRun]) -> str:
         lines.append(f"| {r.name} | {status} | {gpus} | {minutes} | {r.log or '-'} |")
     lines.append(f"\n{sum(r.status == 'ran' for r in runs)} ran, "
                  f"{sum(r.status == 'skipped' for r in runs)} skipped, "
+                 f"{sum(r.status == 'paused' for r in runs)} paused, "
                  f"{sum(r.status == 'failed' for r in runs)} failed")
     return "\n".join(lines) + "\n"
 
@@ -251,8 +253,11 @@ class LocalLauncher:
                 if rc is None:
                     continue
                 run.seconds = round(time.monotonic() - start, 1)
-                run.status = "ran" if rc == 0 else "failed"
-                if rc != 0:
+                run.status = "ran" if rc == 0 else "paused" if rc == PAUSED_EXIT else "failed"
+                if run.status == "paused":
+                    logger.warning("%s paused at the deadline; launch the grid again to resume",
+                                   run.name)
+                elif rc != 0:
                     run.error = f"exit status {rc}; see {run.log}"
                     logger.error("%s failed (exit status %d); the others go on", run.name, rc)
                 else:

@@ -29,7 +29,8 @@ __all__ = ["paper_values", "paper_labels", "paper_series", "paper_cells", "ARM_L
 ARM_LABELS = {
     "base": "Base (no training)", "baseline": "Baseline", "vd85": "VD85", "vd75": "VD75",
     "vd95": "VD95", "train_only": "Train-only", "gen_only": "Gen-only", "anneal": "VD75 (anneal)",
-    "kl_cov": "KL-Cov", "clip_cov": "Clip-Cov", "vd85_gen": "VD85 (gen-only)",
+    "kl_cov": "KL-Cov", "kl_cov_offpolicy": "KL-Cov (off-policy)", "clip_cov": "Clip-Cov",
+    "vd85_gen": "VD85 (gen-only)",
     "delta": "Delta (VD - baseline)",
 }
 

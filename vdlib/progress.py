@@ -7,6 +7,12 @@ same work took before, e.g. the same stage in the previous iteration), so ``vdli
 ``make demo`` (papermill streams the kernel's log lines) never go quiet for more than
 ``interval`` seconds. ``VDLIB_HEARTBEAT_S`` sets the default interval (30 s; 0 turns it off).
 
+Time-limited jobs (a SLURM slot, a 10-minute command) pause cleanly instead of being killed
+mid-stage: with ``$VDLIB_STOP_AT`` set (epoch seconds; ``vdlib run|grid --stop-after MINUTES``
+sets it), :func:`check_deadline` raises :class:`RunPaused` before a stage that would not end in
+time (its estimate: the same stage's time in the previous iteration), and the next call resumes
+there.
+
 >>> format_seconds(75), format_seconds(3725), format_seconds(4.2)
 ('1m15s', '1h02m05s', '4s')
 """
@@ -20,7 +26,45 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["heartbeat", "format_seconds", "eta_text", "default_interval"]
+__all__ = ["heartbeat", "format_seconds", "eta_text", "default_interval", "STOP_AT_ENV",
+           "PAUSED_EXIT", "RunPaused", "deadline", "check_deadline"]
+
+#: environment variable holding the time (epoch seconds) after which no stage starts
+STOP_AT_ENV = "VDLIB_STOP_AT"
+#: exit status of ``vdlib run`` when it paused at the deadline (EX_TEMPFAIL: run it again)
+PAUSED_EXIT = 75
+
+
+class RunPaused(Exception):
+    """The run stopped before a stage at the deadline (``$VDLIB_STOP_AT``); run it again to
+    resume there."""
+
+
+def deadline() -> float | None:
+    """``$VDLIB_STOP_AT`` as epoch seconds, or None when unset or unreadable."""
+    raw = os.environ.get(STOP_AT_ENV)
+    if not raw:
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        logger.warning("%s=%r is not a number of seconds; ignored", STOP_AT_ENV, raw)
+        return None
+
+
+def check_deadline(label: str, expected: float | None = None, *,
+                   now: float | None = None) -> None:
+    """Raise :class:`RunPaused` when ``label`` (a stage), expected to take ``expected``
+    seconds (None: unknown, counted as 0), would not end before the deadline."""
+    stop = deadline()
+    if stop is None:
+        return
+    now = time.time() if now is None else now
+    if now + (expected or 0.0) > stop:
+        left = max(stop - now, 0.0)
+        raise RunPaused(f"{label}: paused before it started ({format_seconds(left)} left before "
+                        f"the deadline, the stage took {format_seconds(expected or 0)} last "
+                        "time); run the same command again to resume here")
 
 logger = logging.getLogger(__name__)
 

@@ -36,6 +36,7 @@ from vdlib import plots
 from vdlib.artifacts import atomic_write_json, atomic_write_text
 from vdlib.config import ExperimentConfig, load_params, notebook_params, to_dict
 from vdlib.layout import arm_run_id, report_dir
+from vdlib.settings_tables import settings_table
 from vdlib.table_format import Table, render_table
 
 __all__ = ["SUMMARY_FILE", "DEFAULT_SETTINGS", "OVERVIEW_METRICS", "Report", "open_report",
@@ -242,11 +243,18 @@ class Report:
         return [k.split(":", 1)[1] for k in self._files if k.startswith(kind + ":")]
 
     def finish(self, **extra: Any) -> Path:
-        """Write ``summary.json`` (notebook, resolved config, runs, tables, figures, files and
-        the JSON-serialisable ``extra`` entries): the report is complete. Returns its path."""
+        """Write the ``settings`` table (the paper's settings tables and the protocol switches
+        beside this config's values: :func:`vdlib.settings_tables.settings_table`), then
+        ``summary.json`` (notebook, resolved config, runs, tables, figures, files and the
+        JSON-serialisable ``extra`` entries): the report is complete. Returns its path."""
         clash = sorted(set(extra) & set(_RESERVED))
         if clash:
             raise ValueError(f"finish(): {clash} are written by the report itself")
+        if "table:settings" not in self._files:  # the settings this report ran with
+            frame = settings_table(self.cfg)
+            self.add_table("settings", Table(frame=frame, latex="",
+                                             markdown=frame.to_markdown(index=False) + "\n"),
+                           show=False)
         summary = {"notebook": self.notebook, "config": self.config,
                    "runs": {arm_run_id(a, s): str(p) for (a, s), p in self.runs.items()},
                    "tables": self._names("table"), "figures": self._names("figure"),

@@ -21,7 +21,7 @@ a metric):
   per run and iteration, :func:`load_correctness`), and for :func:`wellposed_table` per-question
   ``acc``, ``well_posed``, ``correct`` or one row per run.
 
-Every statistic is the mean over seeds with its standard error ``std(ddof=1) / sqrt(n)`` (NaN for
+Every statistic is the mean over seeds with its standard error ``std(ddof=0) / sqrt(n)`` (NaN for
 one seed; :func:`seed_summary`). Missing arms are skipped with a warning; missing metrics leave a
 cell empty. Table builders return a :class:`Table` (``["frame"]``, ``["markdown"]``,
 ``["latex"]``; ``fmt=`` picks one form); ours come first, then the paper's rows labelled
@@ -40,6 +40,7 @@ import pandas as pd
 from vdlib.curriculum_tables import (
     TAU_MAX,
     TAU_MIN,
+    annealing_table,
     correctness_table,
     nli_diversity_table,
     question_diversity_table,
@@ -49,13 +50,22 @@ from vdlib.curriculum_tables import (
 from vdlib.evaluation import EvalSummary, format_table, latex_escape
 from vdlib.frames import arm_label, load_correctness, load_eval_summary, row_label, seed_summary
 from vdlib.paper_values import paper_cells, paper_values
-from vdlib.table_format import Table, check_fmt, format_cell, ours_row, render_table
+from vdlib.table_format import (
+    Table,
+    check_fmt,
+    format_cell,
+    ours_row,
+    render_table,
+    table_output,
+)
 
 __all__ = [
     "Table", "render_table", "load_eval_summary", "load_correctness", "seed_summary",
     "main_table", "proposer_table", "transfer_table", "vanilla_grpo_table", "cross_scale_table",
-    "ood_table", "instruct_table", "vocab_util_table", "question_diversity_table",
-    "nli_diversity_table", "correctness_table", "wellposed_table", "TAU_MIN", "TAU_MAX",
+    "ood_table", "judged_table", "OOD_COLUMNS", "olympiad_note", "instruct_table",
+    "vocab_util_table", "question_diversity_table",
+    "nli_diversity_table", "correctness_table", "wellposed_table", "annealing_table",
+    "TAU_MIN", "TAU_MAX",
 ]
 
 #: one paper row: (group, row key, cells ``{column: {mean, se}}``)
@@ -147,11 +157,30 @@ def _eval_table(summaries: Mapping[str, EvalSummary], label: str, groups: Sequen
     paper_rows = [(g, row, cells) for g in groups for row, cells in paper_cells(label, g).items()]
     if fmt == "frame":
         return _eval_frame(summaries, benchmarks, paper_rows)
+
+    def text(f: str) -> str:
+        note = olympiad_note(summaries) if "olympiadbench" in benchmarks else ""
+        body = _eval_text(summaries, label, benchmarks, paper_rows, f)
+        return body + (("\n" + note + "\n" if f == "markdown" else f"% {note}\n") if note else "")
+
     if fmt is not None:
-        return _eval_text(summaries, label, benchmarks, paper_rows, fmt)
+        return text(fmt)
     return Table(frame=_eval_frame(summaries, benchmarks, paper_rows),
-                 markdown=_eval_text(summaries, label, benchmarks, paper_rows, "markdown"),
-                 latex=_eval_text(summaries, label, benchmarks, paper_rows, "latex"))
+                 markdown=text("markdown"), latex=text("latex"))
+
+
+def olympiad_note(summaries: Mapping[str, EvalSummary]) -> str:
+    """The tables' OlympiadBench footnote: how many items ours had (and which subset) against
+    the paper's 910 (tab:benchmarks); "" when no summary holds OlympiadBench."""
+    held = [(s.results["olympiadbench"].n, s.protocol.get("olympiadbench_subset"))
+            for s in summaries.values() if "olympiadbench" in s.results]
+    if not held:
+        return ""
+    sizes = ", ".join(sorted({str(n) for n, _ in held}))
+    subsets = ", ".join(sorted({str(x) for _, x in held if x}))
+    which = f" (evaluation.olympiadbench_subset: {subsets})" if subsets else ""
+    return (f"Olympiad: {sizes} items{which}; the paper's tab:benchmarks: 910 (English "
+            "text-only open-ended maths 674 + physics 236).")
 
 
 def main_table(summaries: Mapping[str, EvalSummary], fmt: str | None = None, *,
@@ -194,10 +223,80 @@ def cross_scale_table(summaries: Mapping[str, EvalSummary], fmt: str | None = No
                        fmt, kw.get("benchmarks"), kw.get("paper_columns", False))
 
 
-def ood_table(summaries: Mapping[str, EvalSummary], fmt: str | None = None, **kw: Any) -> Any:
-    """tab:ood: zero-shot out-of-domain benchmarks of the solvers."""
-    return _eval_table(summaries, "tab:ood", ("Qwen3-8B",), fmt, kw.get("benchmarks"),
-                       kw.get("paper_columns", False))
+#: tab:ood's settings (paper columns Base / Baseline / VD / Delta) and their summary keys.
+OOD_COLUMNS = (("Base", ("base", "Base (no training)")), ("Baseline", ("baseline", "Baseline")),
+               ("VD", ("vd75", "VD75")))
+
+
+def _pick(summaries: Mapping[str, EvalSummary], keys: Sequence[str]) -> EvalSummary | None:
+    return next((summaries[k] for k in keys if k in summaries), None)
+
+
+def ood_table(summaries: Mapping[str, EvalSummary], fmt: str | None = None, *,
+              benchmarks: Sequence[str] | None = None, group: str = "Qwen3-8B") -> Any:
+    """tab:ood in the paper's layout: one row per out-of-domain benchmark (label = its display
+    name: BBH, MedQA-USMLE, SuperGPQA, WinoGrande), columns ``Base``, ``Baseline``, ``VD``,
+    ``Δ`` (VD minus Baseline; its SE the root sum of squares) from ``summaries`` (keys
+    ``base`` / ``baseline`` / ``vd75``, as :func:`vdlib.eval_grid.evaluate_ood` returns, or
+    their display labels), then the paper's ``paper Base`` ... ``paper Δ`` beside them.
+    Benchmarks default to the paper's four, then any other the summaries hold."""
+    from vdlib.evaluation import display_name
+
+    cells = paper_cells("tab:ood", group)
+    if benchmarks is None:
+        held = [b for s in summaries.values() for b in s.results]
+        benchmarks = list(dict.fromkeys([*paper_values("tab:ood")["columns"], *held]))
+    recs = []
+    for b in benchmarks:
+        rec: dict[str, Any] = {"source": "ours", "group": group, "arm": b,
+                               "label": display_name(b)}
+        for col, keys in OOD_COLUMNS:
+            s = _pick(summaries, keys)
+            r = s.results.get(b) if s is not None else None
+            rec[col] = 100 * r.mean if r else np.nan
+            rec[f"{col}_se"] = 100 * r.se if r and r.se is not None else np.nan
+        rec["Δ"] = round(rec["VD"] - rec["Baseline"], 9) + 0.0  # no "-0.0"
+        rec["Δ_se"] = float(np.hypot(rec["Baseline_se"], rec["VD_se"]))
+        for col, keys in [*OOD_COLUMNS, ("Δ", ("delta",))]:
+            v = cells.get(keys[0], {}).get(b, {})
+            rec[f"paper {col}"] = v.get("mean", np.nan) if v else np.nan
+        recs.append(rec)
+    frame = pd.DataFrame(recs)
+    if fmt == "frame":
+        return frame
+    out = table_output(frame, fmt)
+    rename = (("| Setting |", "| Benchmark |"), ("Setting &", "Benchmark &"))
+    if isinstance(out, str):
+        for a, b in rename:
+            out = out.replace(a, b, 1)
+        return out
+    for form in ("markdown", "latex"):
+        for a, b in rename:
+            out[form] = out[form].replace(a, b, 1)
+    return out
+
+
+def judged_table(scores: Mapping[str, EvalSummary], judged: Mapping[str, EvalSummary],
+                 fmt: str | None = None, benchmarks: Sequence[str] | None = None) -> Any:
+    """Math-verify and judged pass@1 side by side (``evaluation.judge``, beyond the paper):
+    one row per key of ``scores`` (``ours: <label>``), for each benchmark the columns
+    ``<Benchmark> math-verify`` and ``<Benchmark> judged`` (``–`` where the judge has no
+    score), in percent with ``_se`` companions."""
+    from vdlib.evaluation import display_name
+
+    if benchmarks is None:
+        benchmarks = list(dict.fromkeys(b for s in scores.values() for b in s.results))
+    recs = []
+    for key, s in scores.items():
+        vals: dict[str, float] = {}
+        for b in benchmarks:
+            for kind, src in (("math-verify", s), ("judged", judged.get(key))):
+                r = src.results.get(b) if src is not None else None
+                col = f"{display_name(b)} {kind}"
+                vals[col] = 100 * r.mean if r else np.nan
+                vals[f"{col}_se"] = 100 * r.se if r and r.se is not None else np.nan
+        recs.append(ours_row(str(key), **vals))
+    return table_output(pd.DataFrame(recs), fmt)
 
 
 def instruct_table(summaries: Mapping[str, EvalSummary], fmt: str | None = None,

@@ -17,12 +17,16 @@
   aggregation over the generation batch (``loss_type="dapo"``); ``kl_cov`` and ``clip_cov`` (the
   paper's entropy-control baselines, proposer only) replace the policy term with
   :func:`vdlib.grpo.kl_cov_loss` / :func:`vdlib.grpo.clip_cov_loss` and keep the KL term and the
-  aggregation.
+  aggregation. Their statistics (KL-Cov's ``penalty``, ``n_active``; Clip-Cov's
+  ``n_selected``, the tokens whose gradient it cut) go into TRL's per-step logs as
+  ``<variant>/<stat>``, which the run keeps in ``proposer_train.json``.
 
 Batch sizes follow verl's meaning, which the paper's table uses: ``global_batch_size`` and
 ``rollout_batch_size`` count *prompts*; each prompt gets ``num_generations`` completions. So a
-proposer step updates on 16 x 4 = 64 completions. :func:`trl_args` maps a
-:class:`vdlib.config.GRPOConfig` onto TRL's ``GRPOConfig``.
+proposer step updates on 16 x 4 = 64 completions. ``ppo_mini_batches`` = n splits each global
+batch into n optimizer steps (verl's ``ppo_mini_batch_size``); ``max_steps`` keeps counting
+global batches, so TRL runs ``n * max_steps`` optimizer steps on the same rollouts.
+:func:`trl_args` maps a :class:`vdlib.config.GRPOConfig` onto TRL's ``GRPOConfig``.
 
 The reward callables (:class:`ProposerReward`, :class:`SolverReward`) follow TRL's reward-function
 signature and record every rollout for the run's artifacts.
@@ -147,15 +151,23 @@ def trl_args(g: GRPOConfig, *, output_dir: str, seed: int, num_processes: int = 
     """TRL ``GRPOConfig`` for one role (see the module docstring for the batch-size mapping)."""
     from trl import GRPOConfig as TRLConfig
 
-    completions_per_step = g.global_batch_size * g.num_generations
+    n_mini = g.ppo_mini_batches
+    if (g.global_batch_size * g.num_generations) % n_mini:
+        raise ValueError(f"global_batch_size x num_generations = "
+                         f"{g.global_batch_size * g.num_generations} is not a multiple of "
+                         f"ppo_mini_batches = {n_mini}")
+    completions_per_step = g.global_batch_size * g.num_generations // n_mini  # per AdamW step
     per_device = min(g.micro_batch_size_update, completions_per_step)
     denom = per_device * num_processes
     if completions_per_step % denom:
-        raise ValueError(f"global_batch_size x num_generations = {completions_per_step} is not a "
-                         f"multiple of micro_batch_size_update x processes = {denom}")
+        raise ValueError(f"global_batch_size x num_generations / ppo_mini_batches = "
+                         f"{completions_per_step} is not a multiple of micro_batch_size_update "
+                         f"x processes = {denom}")
     if g.rollout_batch_size % g.global_batch_size:
         raise ValueError(f"rollout_batch_size = {g.rollout_batch_size} is not a multiple of "
                          f"global_batch_size = {g.global_batch_size}")
+    # max_steps (config or override) counts global batches; TRL counts optimizer steps
+    max_steps = int(overrides.pop("max_steps", g.max_steps)) * n_mini
     bf16 = g.precision == "bfloat16" and not use_cpu
     _, ref_dtype = training_dtypes(g.precision, use_cpu)
     kwargs = dict(
@@ -167,10 +179,10 @@ def trl_args(g: GRPOConfig, *, output_dir: str, seed: int, num_processes: int = 
         num_generations=g.num_generations, per_device_train_batch_size=per_device,
         gradient_accumulation_steps=completions_per_step // denom,
         steps_per_generation=(completions_per_step // denom)
-        * (g.rollout_batch_size // g.global_batch_size),
+        * (g.rollout_batch_size // g.global_batch_size) * n_mini,
         num_iterations=g.updates_per_batch,
         max_completion_length=g.max_response_length, temperature=g.temperature, top_p=g.top_p,
-        top_k=g.top_k, max_steps=g.max_steps, num_train_epochs=g.epochs,
+        top_k=g.top_k, max_steps=max_steps, num_train_epochs=g.epochs,
         gradient_checkpointing=g.gradient_checkpointing and not use_cpu,
         bf16=bf16, fp16=g.precision == "float16" and not use_cpu,
         report_to="none", logging_steps=1, save_strategy="no", disable_dropout=True,
@@ -286,7 +298,7 @@ class MaskedGRPOTrainer(GRPOTrainer):
         loss = (per_token * maskf).sum() / normalizer
         mode = "train" if self.model.training else "eval"
         self._metrics[mode]["entropy"].append(
-            float((entropies * maskf).sum() / maskf.sum().clamp(min=1.0)))
+            float((entropies.detach() * maskf).sum() / maskf.sum().clamp(min=1.0)))
         for k, v in stats.items():
             self._metrics[mode][f"{self.loss_variant}/{k}"].append(float(v))
         return loss
@@ -322,11 +334,8 @@ class ProposerReward:
                                  top_p=cfg.top_p, top_k=cfg.top_k,
                                  max_new_tokens=cfg.max_new_tokens, show_progress=False)
         accs = [s.acc for s in scores]
-        if cfg.penalty_include_failed:
-            penalties = bleu_cluster_penalty([q or "" for q in questions], cfg.bleu_threshold,
-                                             include_failed=True)
-        else:
-            penalties = bleu_cluster_penalty(questions, cfg.bleu_threshold)
+        penalties = bleu_cluster_penalty(questions, cfg.bleu_threshold,
+                                         include_failed=cfg.penalty_scope == "batch")
         rewards = total_proposer_reward(accs, penalties, cfg.tau_min, cfg.tau_max,
                                         cfg.proposer_reward_variant, cfg.parse_failure_reward,
                                         cfg.penalty_weight)

@@ -15,7 +15,10 @@ Each task is one chat completion per question, sent through a :class:`~vdlib.ver
   JSON verdict and :func:`~vdlib.judging.parse_well_posed` reads it (or a boxed verdict) back;
 - **curriculum-transfer filter** (App. "Curriculum-transfer training details"; paper model
   ``gpt-5-mini``, greedy decoding, a single attempt): :func:`build_transfer_dataset` keeps a
-  question when math-verify agrees that the verifier's answer equals the proposer's.
+  question when math-verify agrees that the verifier's answer equals the proposer's. What it
+  verifies (:data:`TRANSFER_SOURCES`): ``curriculum`` (the default, the paper) = the iteration's
+  valid questions inside the difficulty band [tau_min, tau_max] (the set the solver trained
+  on, :func:`vdlib.curriculum.filter_curriculum`); ``valid`` = every valid question.
 
 The judges, the prompt and the verdict parser live in :mod:`vdlib.judging`, the client in
 :mod:`vdlib.verifier`; their public names are importable from here too. Where the files go:
@@ -37,6 +40,7 @@ from typing import Any
 
 from vdlib import layout
 from vdlib.artifacts import atomic_write_json, read_jsonl, write_jsonl
+from vdlib.curriculum import filter_curriculum
 from vdlib.judging import (
     CORRECTNESS_MODEL,
     TRANSFER_MODEL,
@@ -58,7 +62,8 @@ __all__ = ["Verifier", "LocalVerifier", "make_verifier", "VerifierUsage", "Budge
            "VerificationRequestError",
            "MissingAPIKeyError", "CORRECTNESS_MODEL", "WELL_POSED_MODEL", "TRANSFER_MODEL",
            "TRANSFER_TRAINING", "WELL_POSED_PROMPT", "parse_well_posed", "estimate_tokens",
-           "proposer_correctness", "transfer_filter", "build_transfer_dataset"]
+           "proposer_correctness", "transfer_filter", "build_transfer_dataset",
+           "transfer_candidates", "TRANSFER_SOURCES"]
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +71,10 @@ logger = logging.getLogger(__name__)
 TRANSFER_TRAINING = {"model": "Qwen/Qwen3-4B-Base", "epochs": 3, "learning_rate": 1e-6,
                      "global_batch_size": 32, "group_size": 8, "max_seq_length": 2048,
                      "max_completion_length": 1536}
+
+#: What the transfer filter verifies: the band-filtered curriculum (the paper) or every valid
+#: question (vdlib before issue 16).
+TRANSFER_SOURCES = ("curriculum", "valid")
 
 
 def make_verifier(cfg: Any, role: str = "correctness", cache_dir: str | None = None,
@@ -134,28 +143,55 @@ def transfer_filter(records: Sequence[dict[str, Any]], verifier: Verifier
             for r in verifier.check_answers(records) if r["correct"]]
 
 
+def transfer_candidates(run_dir: str | os.PathLike, iteration: int, source: str = "curriculum",
+                        band: tuple[float, float] = (0.3, 0.7)) -> list[dict[str, Any]]:
+    """The questions of ``iter_<iteration>/questions.jsonl`` the transfer filter verifies.
+
+    ``source="curriculum"`` (the paper, Sec. "Curriculum quality in isolation": the
+    "iteration-5 question sets" of which verification keeps "roughly 20-31% of each arm", the
+    fractions of tab:wellposed's band counts, 163/510 and 325/1,408): the valid questions whose
+    solver accuracy lies in ``band`` = [tau_min, tau_max], i.e. the curriculum the solver
+    trained on, with the proposer's answer as target. ``source="valid"``: every valid
+    question with an answer."""
+    if source not in TRANSFER_SOURCES:
+        raise ValueError(f"source = {source!r}; allowed: {', '.join(TRANSFER_SOURCES)}")
+    valid = _valid_questions(Path(run_dir), iteration)
+    if source == "valid":
+        return valid
+    return filter_curriculum(valid, band[0], band[1], target="proposer")
+
+
 def build_transfer_dataset(run_dir: str | os.PathLike, iteration: int, verifier: Verifier,
-                           out_path: str | os.PathLike | None = None) -> Path:
-    """Verify the valid questions of ``iter_<iteration>/questions.jsonl`` and write the kept
-    ones (:func:`transfer_filter`) as JSONL, by default to
+                           out_path: str | os.PathLike | None = None, *,
+                           source: str = "curriculum",
+                           band: tuple[float, float] = (0.3, 0.7)) -> Path:
+    """Verify the questions of ``iter_<iteration>/questions.jsonl`` that ``source`` picks
+    (:func:`transfer_candidates`: by default the band-filtered curriculum, as the paper) and
+    write the kept ones (:func:`transfer_filter`) as JSONL, by default to
     ``<run_dir>/transfer/iter_<iteration>/curriculum.jsonl``: the record layout the loop's
-    solver phase reads from ``curriculum.jsonl``. A summary (counts, kept fraction, model,
-    usage, the paper's transfer training settings :data:`TRANSFER_TRAINING`) goes next to it as
-    ``<stem>.summary.json``. A dry run writes only the summary (with the planned request count)
-    and returns the path the dataset would have."""
+    solver phase reads from ``curriculum.jsonl``. A summary (``source``, ``band``, counts of
+    valid questions, of the verified candidates and of the kept ones, kept fraction of the
+    candidates, model, usage, the paper's transfer training settings
+    :data:`TRANSFER_TRAINING`) goes next to it as ``<stem>.summary.json``. A dry run writes
+    only the summary (with the planned request count) and returns the path the dataset would
+    have."""
     run_dir = Path(run_dir)
     out = Path(out_path) if out_path is not None else (
         layout.transfer_dataset_path(run_dir, iteration))
-    questions = _valid_questions(run_dir, iteration)
+    n_valid = len(_valid_questions(run_dir, iteration))
+    questions = transfer_candidates(run_dir, iteration, source, band)
     kept = transfer_filter(questions, verifier)
     if not verifier.dry_run:
         write_jsonl(out, kept)
     atomic_write_json(layout.dataset_summary_path(out), {
-        "source": str(_questions_path(run_dir, iteration)),
+        "source": str(_questions_path(run_dir, iteration)), "candidates": source,
+        "band": list(band) if source == "curriculum" else None,
         "iteration": iteration, "model": verifier.model, "temperature": verifier.temperature,
-        "dry_run": verifier.dry_run, "n_valid": len(questions), "n_kept": len(kept),
+        "dry_run": verifier.dry_run, "n_valid": n_valid, "n_candidates": len(questions),
+        "n_kept": len(kept),
         "kept_fraction": len(kept) / len(questions) if questions and not verifier.dry_run
         else None,
         "usage": verifier.usage.as_dict(), "training": TRANSFER_TRAINING})
-    logger.info("transfer filter kept %d of %d questions -> %s", len(kept), len(questions), out)
+    logger.info("transfer filter (%s) kept %d of %d questions -> %s", source, len(kept),
+                len(questions), out)
     return out

@@ -2,7 +2,8 @@
 
 Two routes (usage, server included, in docs/vllm.md):
 
-- ``"processor"``: a request carries only its mask's ``(seed, alpha, n_real, protected)`` in
+- ``"processor"``: a request carries only its mask's ``(seed, alpha, n_real, protected,
+  n_draw)`` in
   ``SamplingParams.extra_args`` (or the server's ``vllm_xargs``); the class
   ``vdlib.vllm_backend:VocabDropoutLogitsProcessor`` (give it to ``LLM(logits_processors=...)``
   or ``vllm serve --logits-processors``, or let vLLM find it through the ``vllm.logits_processors``
@@ -57,6 +58,9 @@ __all__ = ["ARG_KEYS", "ROUTES", "MaskSpec", "RequestMasks", "extra_args", "pars
 logger = logging.getLogger(__name__)
 
 ARG_KEYS = ("vd_seed", "vd_alpha", "vd_n_real", "vd_protected")
+#: optional: the drawn ids (vocab_dropout.width), sent only when fewer than n_real; absent (and
+#: MaskSpec.n_draw None) = all n_real ids
+N_DRAW_KEY = "vd_n_draw"
 ROUTES = ("processor", "allowed_token_ids")
 MRV2_MAX_ALLOWED_TOKEN_IDS = 1024  # vllm/v1/worker/gpu/sample/logit_bias.py:20
 _INSTALL_HINT = "vLLM is not installed; install the GPU extra: pip install -e '.[gpu]'"
@@ -84,6 +88,7 @@ class MaskSpec(NamedTuple):
     n_real: int
     protected: tuple[int, ...]
     seed: int
+    n_draw: int | None = None
 
 
 def extra_args(vd: VocabDropout, seed: int, flat: bool = False) -> dict[str, Any]:
@@ -92,8 +97,11 @@ def extra_args(vd: VocabDropout, seed: int, flat: bool = False) -> dict[str, Any
     vLLM 0.25 (``str | int | float``): the protected ids then travel as one comma-separated
     string, which :func:`parse_extra_args` reads too."""
     protected = [int(i) for i in vd.protected.tolist()]
-    return {"vd_seed": int(seed), "vd_alpha": float(vd.alpha), "vd_n_real": int(vd.n_real),
+    args = {"vd_seed": int(seed), "vd_alpha": float(vd.alpha), "vd_n_real": int(vd.n_real),
             "vd_protected": ",".join(map(str, protected)) if flat else protected}
+    if vd.n_draw < vd.n_real:  # vocab_dropout.width = vocab_size with added tokens
+        args[N_DRAW_KEY] = int(vd.n_draw)
+    return args
 
 
 def _as_int(value: Any, key: str, low: int, high: int) -> int:
@@ -124,7 +132,8 @@ def parse_extra_args(args: Mapping[str, Any] | None) -> MaskSpec | None:
     if not isinstance(raw, list | tuple):
         raise ValueError(f"extra_args['vd_protected'] = {raw!r}; allowed: a list of token ids")
     protected = tuple(sorted({_as_int(i, "vd_protected", 0, n_real) for i in raw}))
-    return MaskSpec(alpha, n_real, protected, seed)
+    n_draw = _as_int(args[N_DRAW_KEY], N_DRAW_KEY, 0, n_real + 1) if N_DRAW_KEY in args else None
+    return MaskSpec(alpha, n_real, protected, seed, None if n_draw == n_real else n_draw)
 
 
 # ----------------------------------------------------------------------------- shared tensor code
@@ -171,7 +180,8 @@ class RequestMasks:
         if (mask := self._dropped.get(key)) is not None:
             self._dropped.move_to_end(key)
             return mask
-        vd = VocabDropout.from_sizes(spec.n_real, width, spec.alpha, spec.protected, cache_size=1)
+        vd = VocabDropout.from_sizes(spec.n_real, width, spec.alpha, spec.protected, cache_size=1,
+                                     n_draw=spec.n_draw)
         mask = ~vd.sample(spec.seed).to(device)
         self._dropped[key] = mask
         if len(self._dropped) > self._cache_size:

@@ -7,14 +7,23 @@ format-critical tokens always survive; dropped tokens get logit -inf before samp
 computes log-probabilities over the full vocabulary.
 
 Three vocabulary sizes (transformers' tokenizers and model configs): ``tokenizer.vocab_size`` omits
-added tokens; ``len(tokenizer)`` is the number of real ids, over which the Bernoulli draw is made;
-the model's logits width (``config.vocab_size``) may be larger, and those padded rows are always
-dropped. The paper's own snippet draws over ``tokenizer.vocab_size``, which for Qwen would drop
-``<|im_end|>`` unless protected; we draw over all real ids and protect every EOS id.
+added tokens; ``len(tokenizer)`` is the number of real ids; the model's logits width
+(``config.vocab_size``) may be larger, and those padded rows are always dropped. Which ids the
+Bernoulli draw covers is ``width`` (config ``vocab_dropout.width``, :data:`WIDTHS`):
+
+- ``"vocab_size"`` (default, the paper's snippet in App. "Vocabulary dropout implementation":
+  ``V = tokenizer.vocab_size``; ``mask = torch.bernoulli(torch.full((V,), alpha))``): ids in
+  ``[vocab_size, len(tokenizer))`` (Qwen's added tokens: ``<|im_end|>``, ``<tool_call>``, ...)
+  are outside the drawn mask, so they are never allowed unless protected. The snippet's
+  ``mask[t] = True`` cannot index them, but Algorithm 1 writes the mask as the draw union the
+  protected set F, so protected added tokens (EOS, chat-template tokens) are kept.
+- ``"len_tokenizer"``: the draw covers every real id, so added tokens survive with
+  probability alpha like any other.
 
 The draw is ``torch.rand(n_real, generator=torch.Generator().manual_seed(seed)) < alpha`` on the
-CPU, so a seed gives the same mask on every machine, rank and device; the mask seed of every batch
-comes from :func:`mask_seed` and is stored with every generated sample.
+CPU, then ids at or above the drawn width are dropped, so both widths give the same mask on the
+shared ids, and a seed gives the same mask on every machine, rank and device; the mask seed of
+every batch comes from :func:`mask_seed` and is stored with every generated sample.
 
 What :func:`protected_token_ids` returns:
 
@@ -34,6 +43,10 @@ What :func:`protected_token_ids` returns:
 (torch.Size([12]), True, False)
 >>> torch.equal(m, vd.sample(seed=3))
 True
+>>> narrow = VocabDropout.from_sizes(10, 12, alpha=0.5, protected=[0, 1, 9], n_draw=8)
+>>> m8 = narrow.sample(seed=3)
+>>> torch.equal(m8[:8], m[:8]), bool(m8[8]), bool(m8[9])  # id 8 undrawn, 9 protected
+(True, False, True)
 >>> [round(alpha_at(t, 5, alpha=0.75, alpha_final=1.0, schedule="linear"), 4) for t in range(1, 6)]
 [0.75, 0.8125, 0.875, 0.9375, 1.0]
 """
@@ -52,6 +65,8 @@ from vdlib.seeding import derive_seed
 
 __all__ = [
     "DEFAULT_FORMAT_STRINGS",
+    "WIDTHS",
+    "draw_width",
     "PHASES",
     "PHASE_SETTINGS",
     "iteration_alpha",
@@ -73,6 +88,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_FORMAT_STRINGS = ("<question>", "</question>", "\\boxed{", "}")
 PHASE_SETTINGS = ("both", "train", "gen", "none")  # vocab_dropout.phases: where the mask acts
 SCHEDULES = ("fixed", "linear")
+WIDTHS = ("vocab_size", "len_tokenizer")  # vocab_dropout.width: the ids the draw covers
 PHASES = ("train", "gen")  # the mask phases: GRPO rollouts, curriculum generation
 
 # Contexts in which a format string is tokenised: start of text, after a space, a newline, two
@@ -178,6 +194,16 @@ def protected_token_ids(tokenizer: Any, format_strings: Sequence[str] = DEFAULT_
 # ----------------------------------------------------------------------------- the mask
 
 
+def draw_width(tokenizer: Any, width: str = "vocab_size") -> int:
+    """How many ids (from 0) the Bernoulli draw covers: ``tokenizer.vocab_size`` (the paper's
+    snippet) or ``len(tokenizer)`` (every real id), never more than ``len(tokenizer)``."""
+    if width not in WIDTHS:
+        raise ValueError(f"width = {width!r} is not allowed; allowed values: {', '.join(WIDTHS)}")
+    n_real = len(tokenizer)
+    size = getattr(tokenizer, "vocab_size", None) if width == "vocab_size" else None
+    return n_real if size is None else min(int(size), n_real)
+
+
 def apply_mask(scores: torch.Tensor, dropped: torch.Tensor) -> torch.Tensor:
     """Set dropped logits to -inf in place: ``scores`` (batch, V), ``dropped`` bool (V,).
 
@@ -211,63 +237,70 @@ class VocabMaskProcessor(LogitsProcessor):
 class VocabDropout:
     """Bernoulli(alpha) masks over the real token ids, with protected ids and padded rows.
 
-    ``tokenizer`` gives the real ids (``len(tokenizer)``) and, unless ``protected`` is given, the
-    protected set (:func:`protected_token_ids`). ``vocab_width`` is the logits width (the model's
+    ``tokenizer`` gives the real ids (``len(tokenizer)``), the drawn ids (``width``, see
+    :func:`draw_width` and the module docstring: ids in ``[n_draw, len(tokenizer))`` are kept
+    only when protected) and, unless ``protected`` is given, the protected set
+    (:func:`protected_token_ids`). ``vocab_width`` is the logits width (the model's
     ``config.vocab_size``; default ``len(tokenizer)``): ids in ``[len(tokenizer), vocab_width)``
     are always dropped. Masks are cached per (seed, device) (the last ``cache_size`` of them).
     """
 
     def __init__(self, tokenizer: Any, alpha: float, vocab_width: int | None = None,
-                 protected: Iterable[int] | None = None, *, cache_size: int = 16) -> None:
+                 protected: Iterable[int] | None = None, *, cache_size: int = 16,
+                 width: str = "vocab_size") -> None:
         n_real = len(tokenizer)
         if protected is None:
             protected = protected_token_ids(tokenizer)
-        self._init(n_real, vocab_width, alpha, protected, cache_size)
+        self._init(n_real, vocab_width, alpha, protected, cache_size,
+                   draw_width(tokenizer, width))
 
     @classmethod
     def for_model(cls, model: Any, tokenizer: Any, alpha: float,
                   format_strings: Sequence[str] = DEFAULT_FORMAT_STRINGS,
-                  extra: Iterable[int] = ()) -> VocabDropout:
+                  extra: Iterable[int] = (), width: str = "vocab_size") -> VocabDropout:
         """Mask for ``model``'s logits width, protecting the generation config's EOS ids too."""
-        width = model.get_output_embeddings().weight.shape[0]
+        logits_width = model.get_output_embeddings().weight.shape[0]
         protected = protected_token_ids(tokenizer, format_strings, extra,
                                         generation_config=getattr(model, "generation_config", None))
-        return cls(tokenizer, alpha, vocab_width=width, protected=protected)
+        return cls(tokenizer, alpha, vocab_width=logits_width, protected=protected, width=width)
 
     @classmethod
     def for_checkpoint(cls, path: str, tokenizer: Any, alpha: float,
                        format_strings: Sequence[str] = DEFAULT_FORMAT_STRINGS,
-                       extra: Iterable[int] = ()) -> VocabDropout:
+                       extra: Iterable[int] = (), width: str = "vocab_size") -> VocabDropout:
         """The same mask as :meth:`for_model` for the checkpoint at ``path``, read from its
         ``config.json`` and ``generation_config.json`` without loading weights (for engines
         that load the weights themselves, e.g. vLLM)."""
         from transformers import AutoConfig, GenerationConfig
 
         config = AutoConfig.from_pretrained(path)
-        width = config.get_text_config().vocab_size
+        logits_width = config.get_text_config().vocab_size
         try:
             gen_config = GenerationConfig.from_pretrained(path)
         except OSError:  # no generation_config.json: the model config's ids
             gen_config = GenerationConfig.from_model_config(config)
         protected = protected_token_ids(tokenizer, format_strings, extra,
                                         generation_config=gen_config)
-        return cls(tokenizer, alpha, vocab_width=width, protected=protected)
+        return cls(tokenizer, alpha, vocab_width=logits_width, protected=protected, width=width)
 
     @classmethod
     def from_sizes(cls, n_real: int, vocab_width: int | None, alpha: float,
-                   protected: Iterable[int], *, cache_size: int = 16) -> VocabDropout:
-        """Build without a tokenizer (e.g. inside a vLLM worker, or for random-init models)."""
+                   protected: Iterable[int], *, cache_size: int = 16,
+                   n_draw: int | None = None) -> VocabDropout:
+        """Build without a tokenizer (e.g. inside a vLLM worker, or for random-init models);
+        ``n_draw`` = the drawn ids (default: all ``n_real``)."""
         obj = cls.__new__(cls)
-        obj._init(n_real, vocab_width, alpha, protected, cache_size)
+        obj._init(n_real, vocab_width, alpha, protected, cache_size, n_draw)
         return obj
 
     def _init(self, n_real: int, vocab_width: int | None, alpha: float,
-              protected: Iterable[int], cache_size: int) -> None:
+              protected: Iterable[int], cache_size: int, n_draw: int | None = None) -> None:
         self.alpha = check_alpha(alpha)
         width = n_real if vocab_width is None else int(vocab_width)
         if width < 1 or n_real < 1:
             raise ValueError(f"vocab_width = {width}, n_real = {n_real}; both must be >= 1")
         self.n_real = min(n_real, width)  # ids beyond the logits width can never be sampled
+        self.n_draw = self.n_real if n_draw is None else max(0, min(int(n_draw), self.n_real))
         self.vocab_width = width
         prot = sorted({int(i) for i in protected if 0 <= int(i) < self.n_real})
         self.protected = torch.tensor(prot, dtype=torch.long)
@@ -277,7 +310,7 @@ class VocabDropout:
         self._cache_size = cache_size
 
     def __repr__(self) -> str:
-        return (f"VocabDropout(alpha={self.alpha}, n_real={self.n_real}, "
+        return (f"VocabDropout(alpha={self.alpha}, n_real={self.n_real}, n_draw={self.n_draw}, "
                 f"vocab_width={self.vocab_width}, protected={len(self.protected)})")
 
     def sample(self, seed: int, device: str | torch.device = "cpu") -> torch.BoolTensor:
@@ -289,11 +322,12 @@ class VocabDropout:
             return cached
         allowed = torch.zeros(self.vocab_width, dtype=torch.bool)
         if self.alpha == 1.0:
-            allowed[: self.n_real] = True
-        else:
+            allowed[: self.n_draw] = True
+        else:  # the draw spans every real id, so both widths agree on [0, n_draw)
             gen = torch.Generator(device="cpu").manual_seed(int(seed))
             allowed[: self.n_real] = torch.rand(self.n_real, generator=gen) < self.alpha
-            allowed[self.protected] = True
+            allowed[self.n_draw : self.n_real] = False
+        allowed[self.protected] = True
         allowed = allowed.to(device)
         self._cache[key] = allowed
         if len(self._cache) > self._cache_size:
@@ -311,9 +345,10 @@ class VocabDropout:
         return self.sample(seed).nonzero(as_tuple=True)[0].tolist()
 
     def kept_fraction(self, seed: int) -> float:
-        """Fraction of the non-protected real ids that the mask of ``seed`` keeps."""
-        allowed = self.sample(seed)[: self.n_real]
-        free = ~self._is_protected
+        """Fraction of the non-protected drawn ids (below ``n_draw``) that the mask of ``seed``
+        keeps: about alpha."""
+        allowed = self.sample(seed)[: self.n_draw]
+        free = ~self._is_protected[: self.n_draw]
         return float(allowed[free].float().mean()) if bool(free.any()) else 1.0
 
 
@@ -389,6 +424,6 @@ def phase_mask(cfg: Any, t: int, phase: str, tok: Any, *, model: Any = None,
         return None
     if model is not None:
         return VocabDropout.for_model(model, tok, alpha, vd.format_strings,
-                                      vd.extra_protected_ids)
+                                      vd.extra_protected_ids, width=vd.width)
     return VocabDropout.for_checkpoint(path, tok, alpha, vd.format_strings,
-                                       vd.extra_protected_ids)
+                                       vd.extra_protected_ids, width=vd.width)

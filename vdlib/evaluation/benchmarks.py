@@ -24,7 +24,8 @@ from vdlib.parsing import strip_cot_suffix
 from vdlib.registry import Registry
 
 __all__ = ["BENCHMARKS", "BenchmarkSpec", "BenchmarkUnavailableError", "load_benchmark",
-           "gsm8k_gold", "strip_dollars", "format_choices", "LETTERS", "BBH_TASKS"]
+           "gsm8k_gold", "strip_dollars", "format_choices", "LETTERS", "BBH_TASKS",
+           "OLYMPIADBENCH_SUBSETS", "OLYMPIADBENCH_910", "OLYMPIADBENCH_PHYSICS_FILE"]
 
 logger = logging.getLogger(__name__)
 
@@ -155,6 +156,15 @@ _register_math("amc23", "AMC", "zwhe99/amc23", "test")
 _register_math("olympiadbench", "Olympiad", "zwhe99/simplerl-OlympiadBench", "test",
                dollars=True)
 _register_math("aime24", "AIME'24", "HuggingFaceH4/aime_2024", "train")
+#: OlympiadBench's subsets (``evaluation.olympiadbench_subset``). The registered spec above is
+#: ``maths_en`` (R-Zero's list: 675 English text-only open-ended maths problems; the common
+#: FiRe-OPD copy has 674). The paper's tab:benchmarks counts 910 = OE_TO_maths_en_COMP (674) +
+#: OE_TO_physics_en_COMP (236) of Hothan/OlympiadBench, and its single-evaluation OlympiadBench
+#: cells (tab:curriculum_transfer, tab:vanilla_grpo) are all multiples of 1/910, which 27.8 and
+#: 24.1 are not of 1/674 nor 28.2 of 1/675. Locally the physics part is read from
+#: ``<data_dir>/olympiadbench/physics_en.jsonl`` (same fields as the Hub rows).
+OLYMPIADBENCH_SUBSETS = ("maths_physics_en", "maths_en")
+OLYMPIADBENCH_PHYSICS_FILE = "physics_en.jsonl"
 _register_math("aime25", "AIME'25", "yentinglin/aime_2025", "train")
 _register_math("minerva", "Minerva", "zwhe99/simplerl-minerva-math", "test")
 
@@ -277,6 +287,27 @@ _register(BenchmarkSpec("winogrande", "WinoGrande", "choice", "allenai/winogrand
                         "winogrande_xl", "validation", convert=_convert_winogrande))
 
 
+def _convert_olympiad_physics(row: dict[str, Any], index: int) -> dict[str, Any]:
+    """An OE_TO_physics_en_COMP row (Hothan/OlympiadBench fields: ``context``, ``question``,
+    ``final_answer`` list, ``unit``): the context before the question, ids kept apart from the
+    maths items'."""
+    row = dict(row)
+    context = str(row.get("context") or "").strip()
+    if context and "question" in row:
+        row["question"] = f"{context}\n\n{row['question']}"
+    item = _math_converter("olympiadbench", dollars=True)(row, index)
+    item["id"] = f"olympiadbench-physics-{row.get('id', index)}"
+    item["subject"] = "physics"
+    return item
+
+
+OLYMPIADBENCH_910 = BenchmarkSpec(
+    "olympiadbench", "Olympiad", "math", "Hothan/OlympiadBench", None, "train",
+    convert=_math_converter("olympiadbench", dollars=True),
+    hub_configs=("OE_TO_maths_en_COMP", "OE_TO_physics_en_COMP"),
+    note="paper tab:benchmarks: 910 = English text-only open-ended maths 674 + physics 236")
+
+
 def _check_every_name_registered() -> None:
     missing = [name for name in KNOWN_BENCHMARKS if name not in BENCHMARKS]
     if missing:
@@ -330,13 +361,51 @@ def _file_rows(spec: BenchmarkSpec, data_dir: str | Path) -> Iterable[tuple[str,
             yield f"{path}:{n}", row
 
 
+def _samples_dir() -> Path:
+    from importlib import resources
+
+    return Path(str(resources.files("vdlib").joinpath("data", "benchmark_samples")))
+
+
+def _olympiad_rows(spec: BenchmarkSpec, data_dir: str | Path | None, subset: str
+                   ) -> Iterable[tuple[str, dict[str, Any], Callable[..., Any]]]:
+    """(where, row, converter) of OlympiadBench's ``subset``."""
+    if subset not in OLYMPIADBENCH_SUBSETS:
+        raise ValueError(f"olympiadbench_subset = {subset!r}; allowed: "
+                         f"{', '.join(OLYMPIADBENCH_SUBSETS)}")
+    if subset == "maths_en":
+        rows = _file_rows(spec, data_dir) if data_dir is not None else _hub_rows(spec)
+        yield from ((w, r, spec.convert) for w, r in rows)
+        return
+    if data_dir is None:
+        for w, r in _hub_rows(OLYMPIADBENCH_910):
+            physics = "physics" in w
+            yield w, r, _convert_olympiad_physics if physics else OLYMPIADBENCH_910.convert
+        return
+    physics = Path(data_dir) / spec.name / OLYMPIADBENCH_PHYSICS_FILE
+    if not physics.is_file():
+        raise BenchmarkUnavailableError(
+            f"benchmark 'olympiadbench' (evaluation.olympiadbench_subset = maths_physics_en, "
+            f"the paper's 910 items) needs {physics} (OE_TO_physics_en_COMP, 236 rows) beside "
+            f"test.jsonl; add it, or set evaluation.olympiadbench_subset: maths_en (674/675)")
+    yield from ((w, r, spec.convert) for w, r in _file_rows(spec, data_dir))
+    with open(physics, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if line.strip():
+                yield f"{physics}:{n}", json.loads(line), _convert_olympiad_physics
+
+
 def load_benchmark(name: str, data_dir: str | Path | None = None, limit: int | None = None,
-                   seed: int = 0) -> list[dict[str, Any]]:
+                   seed: int = 0, olympiadbench_subset: str = "maths_physics_en"
+                   ) -> list[dict[str, Any]]:
     """Items ``{"id", "problem", "answer", "index", ...metadata}`` of benchmark ``name``.
 
     With ``data_dir``, reads ``<data_dir>/<name>/test.jsonl`` (the layout of
     a copy of the real test files; rows carry the same fields as the Hub rows); else the pinned Hub
-    dataset (an error under ``HF_HUB_OFFLINE=1``). Stand-ins ignore ``data_dir``;
+    dataset (an error under ``HF_HUB_OFFLINE=1``); ``data_dir="samples"`` is vdlib's packaged
+    folder of a few hand-written items per out-of-domain benchmark (offline smoke runs).
+    ``olympiadbench_subset`` picks OlympiadBench's items (:data:`OLYMPIADBENCH_SUBSETS`; the
+    default is the paper's 910). Stand-ins ignore ``data_dir``;
     ``gsm_symbolic`` draws ``limit`` items from ``seed``. ``limit`` keeps the first N items.
     Multiple-choice items also carry ``choices`` (the valid letters). A row without a field the
     benchmark needs, or a source with no items, is a :class:`BenchmarkUnavailableError` naming
@@ -345,14 +414,20 @@ def load_benchmark(name: str, data_dir: str | Path | None = None, limit: int | N
     if limit is not None and limit < 1:
         raise ValueError(f"limit = {limit}; allowed: an integer >= 1 or None")
     spec = BENCHMARKS.get(name)
+    if data_dir is not None and str(data_dir) == "samples":
+        data_dir = _samples_dir()
     if spec.load is not None:
         items = spec.load(limit, seed)
     else:
-        rows = _file_rows(spec, data_dir) if data_dir is not None else _hub_rows(spec)
+        if name == "olympiadbench":
+            rows = _olympiad_rows(spec, data_dir, olympiadbench_subset)
+        else:
+            plain = _file_rows(spec, data_dir) if data_dir is not None else _hub_rows(spec)
+            rows = ((w, r, spec.convert) for w, r in plain)
         items = []
-        for i, (where, row) in enumerate(rows):
+        for i, (where, row, convert) in enumerate(rows):
             try:
-                item = spec.convert(row, i)
+                item = convert(row, i)
             except (KeyError, TypeError, ValueError) as e:
                 raise BenchmarkUnavailableError(f"{where}: {e}") from None
             if item is not None:

@@ -20,7 +20,7 @@ from vdlib.evaluation.stats import BenchmarkResult, EvalSummary
 from vdlib.prompts import evaluation_prompt
 from vdlib.seeding import derive_seed
 
-__all__ = ["ROUND_TOKENS", "evaluate"]
+__all__ = ["ROUND_TOKENS", "evaluate", "protocol_kwargs"]
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +30,15 @@ ROUND_TOKENS = 512
 
 #: The ``evaluation`` section's defaults (the paper's protocol): :func:`evaluate`'s defaults.
 _PROTOCOL = EvaluationConfig()
+
+
+def protocol_kwargs(ev: EvaluationConfig) -> dict[str, Any]:
+    """:func:`evaluate`'s keyword arguments from a config's ``evaluation`` section (the one
+    mapping of its keys onto the protocol; the benchmark list is passed separately)."""
+    return {"runs": ev.runs, "temperature": ev.temperature, "top_p": ev.top_p,
+            "max_context": ev.max_context, "max_new_tokens": ev.max_new_tokens,
+            "data_dir": ev.data_dir, "limit": ev.limit, "batch_size": ev.batch_size,
+            "olympiadbench_subset": ev.olympiadbench_subset, "se_ddof": ev.se_ddof}
 
 
 def _as_engine(model_or_engine: Any, tokenizer: Any, batch_size: int) -> Any:
@@ -104,7 +113,9 @@ def evaluate(model_or_engine: Any, tokenizer: Any, benchmarks: Sequence[str],
              data_dir: str | Path | None = _PROTOCOL.data_dir,
              limit: int | None = _PROTOCOL.limit, out_dir: str | Path | None = None,
              batch_size: int = _PROTOCOL.batch_size,
-             template_kwargs: Mapping[str, Any] | None = None) -> EvalSummary:
+             template_kwargs: Mapping[str, Any] | None = None,
+             olympiadbench_subset: str = _PROTOCOL.olympiadbench_subset,
+             se_ddof: int = _PROTOCOL.se_ddof) -> EvalSummary:
     """Evaluate under the paper's protocol (module docstring); returns an :class:`EvalSummary`.
 
     The keyword defaults are :class:`vdlib.config.EvaluationConfig`'s (the ``paper`` profile).
@@ -117,6 +128,9 @@ def evaluate(model_or_engine: Any, tokenizer: Any, benchmarks: Sequence[str],
     in ``out_dir/protocol.json`` and a different protocol in a folder that holds records is an
     error (a folder whose evaluation failed before any record takes the new protocol).
     ``template_kwargs`` go to the chat template (e.g. ``enable_thinking=False`` for Qwen3).
+    ``olympiadbench_subset`` picks OlympiadBench's items (part of the protocol when it is
+    evaluated); ``se_ddof`` is the spread rule of the summary's SEs (not part of the protocol:
+    it changes no record).
     """
     if runs < 1:
         raise ValueError(f"runs = {runs}; allowed: runs >= 1")
@@ -125,6 +139,8 @@ def evaluate(model_or_engine: Any, tokenizer: Any, benchmarks: Sequence[str],
     protocol = {"benchmarks": list(benchmarks), "seed": seed, "temperature": temperature,
                 "top_p": top_p, "max_context": max_context, "max_new_tokens": max_new_tokens,
                 "data_dir": str(data_dir) if data_dir is not None else None, "limit": limit}
+    if "olympiadbench" in benchmarks:
+        protocol["olympiadbench_subset"] = olympiadbench_subset
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:
         pfile = out / "protocol.json"
@@ -142,9 +158,10 @@ def evaluate(model_or_engine: Any, tokenizer: Any, benchmarks: Sequence[str],
                                  "(old, new); use another output folder")
         atomic_write_json(pfile, protocol)
     engine = None
-    summary = EvalSummary(protocol=protocol)
+    summary = EvalSummary(protocol={**protocol, "se_ddof": se_ddof})
     for name in benchmarks:
-        items = load_benchmark(name, data_dir=data_dir, limit=limit)
+        items = load_benchmark(name, data_dir=data_dir, limit=limit,
+                               olympiadbench_subset=olympiadbench_subset)
         accs, seeds = [], []
         for r in range(runs):
             run_seed = seed + r
@@ -170,7 +187,7 @@ def evaluate(model_or_engine: Any, tokenizer: Any, benchmarks: Sequence[str],
                         acc, len(records))
             accs.append(acc)
             seeds.append(run_seed)
-        summary.results[name] = BenchmarkResult(name, len(items), accs, seeds)
+        summary.results[name] = BenchmarkResult(name, len(items), accs, seeds, se_ddof)
     if out is not None:
         atomic_write_json(out / "summary.json", summary.to_dict())
     return summary

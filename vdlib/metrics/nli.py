@@ -21,6 +21,9 @@ WANLI (``"deberta-v3-large-mnli-fever-anli-ling-wanli"``, the default), the
 sequence-classification NLI model. The label order is read from the model config's
 ``id2label`` (the two registered models order their classes differently), never assumed. Any
 object with the :class:`NLIClassifier` interface may be passed instead of a name.
+``"tiny-random"`` is the offline stand-in of the tiny profile: a seeded, randomly initialised
+one-layer BERT classifier with MiniLM's tokenizer (packaged), built once into the vdlib cache
+(:func:`tiny_random_nli_path`); its labels are noise, but it runs the real classifier path.
 
 >>> _pair_indices(3, "bidirectional", None, 0).tolist()
 [[0, 1], [0, 2], [1, 0], [1, 2], [2, 0], [2, 1]]
@@ -47,7 +50,8 @@ import numpy as np
 from vdlib.registry import Registry, UnknownNameError
 
 __all__ = ["NLI_MODELS", "NLIClassifier", "HFNLIClassifier", "nli_diversity", "nli_pair_scores",
-           "get_nli_model", "LABEL_SCORES", "DEFAULT_NLI_MODEL", "DIRECTIONS"]
+           "get_nli_model", "LABEL_SCORES", "DEFAULT_NLI_MODEL", "DIRECTIONS",
+           "TINY_RANDOM_NLI", "tiny_random_nli_path"]
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +63,7 @@ NLI_MODELS.add("deberta-v3-large-mnli-fever-anli-ling-wanli",
                "MoritzLaurer/DeBERTa-v3-large-mnli-fever-anli-ling-wanli")
 NLI_MODELS.add("nli-deberta-v3-large", "cross-encoder/nli-deberta-v3-large")
 DEFAULT_NLI_MODEL = "deberta-v3-large-mnli-fever-anli-ling-wanli"
+TINY_RANDOM_NLI = "tiny-random"  #: the offline stand-in (tiny profile, tests)
 
 
 class NLIClassifier(Protocol):
@@ -138,6 +143,34 @@ class HFNLIClassifier:
         return out
 
 
+def tiny_random_nli_path(cache_dir: str | Path | None = None) -> Path:
+    """The folder of the ``tiny-random`` NLI stand-in (built on first use, seed 0, atomically):
+    a one-layer BERT sequence classifier (hidden size 32, labels entailment / neutral /
+    contradiction) with the packaged MiniLM tokenizer; no network."""
+    from vdlib.metrics.embeddings import minilm_path
+    from vdlib.models import atomic_build_dir, default_cache_dir
+
+    def build(tmp: Path) -> None:
+        import torch
+        from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+        tok = AutoTokenizer.from_pretrained(minilm_path())
+        id2label = {0: "entailment", 1: "neutral", 2: "contradiction"}
+        config = BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=1,
+                            num_attention_heads=2, intermediate_size=64, num_labels=3,
+                            initializer_range=1.0,  # wide weights: labels vary across pairs
+                            id2label=id2label, label2id={v: k for k, v in id2label.items()})
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            model = BertForSequenceClassification(config).eval()
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+
+    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    return atomic_build_dir(root / "nli-tiny-random", build)
+
+
 def get_nli_model(model: str | NLIClassifier, device: str = "auto") -> NLIClassifier:
     """A classifier from a registered name, ``"hf:<id or folder>"`` or an existing folder;
     objects with a ``predict`` method pass through."""
@@ -148,12 +181,15 @@ def get_nli_model(model: str | NLIClassifier, device: str = "auto") -> NLIClassi
         return model
     if model in NLI_MODELS:
         return HFNLIClassifier(NLI_MODELS.get(model), device=device)
+    if model == TINY_RANDOM_NLI:
+        return HFNLIClassifier(str(tiny_random_nli_path()), device=device)
     if model.startswith("hf:") and len(model) > 3:
         return HFNLIClassifier(model[3:], device=device)
     if Path(model).expanduser().is_dir():
         return HFNLIClassifier(str(Path(model).expanduser()), device=device)
     raise UnknownNameError(f"unknown NLI model {model!r}; valid names: "
-                           f"{', '.join(NLI_MODELS.names())}; also 'hf:<id or folder>'")
+                           f"{', '.join(NLI_MODELS.names())}, {TINY_RANDOM_NLI}; also "
+                           "'hf:<id or folder>'")
 
 
 def _pair_indices(n: int, direction: str, max_pairs: int | None, seed: int) -> np.ndarray:

