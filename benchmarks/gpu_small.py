@@ -4,12 +4,17 @@ params/gpu-small/main_table.yaml (benchmarks/gpu_small.sh calls it).
   python benchmarks/gpu_small.py eval-base PARAMS --output-dir D
   python benchmarks/gpu_small.py eval-runs PARAMS --output-dir D --seeds 0 --arms vd75
   python benchmarks/gpu_small.py export PARAMS --output-dir D --seeds 0 --out OUT/file.json
+  python benchmarks/gpu_small.py recompute PARAMS --generated G.jsonl.gz ... --out R.json
 
 ``eval-base`` evaluates the starting checkpoint (the format-warm-started SmolLM2), ``eval-runs``
 each listed run's final solver (vLLM, the params' evaluation protocol; a complete evaluation is
 read back). ``export`` writes the results JSON (vdlib.results.collect_results: one record per
 arm, seed and iteration, with ``card``, ``vllm_version``, ``K``, ``M``, ``iterations``) and
 copies each run's small files (metrics, timing, questions gzipped, grid logs) beside it.
+``recompute`` (on any machine) gives the generation-side metrics of an iteration whose later
+stages did not finish (valid fraction, Self-BLEU, Vendi, novelty, cumulative Vendi, distinct
+token ids) from its ``generated.jsonl`` alone, with the loop's own functions; run it on an
+iteration that did finish to check that it reproduces the loop's numbers.
 """
 
 from __future__ import annotations
@@ -49,19 +54,47 @@ def _read_eval(run_dir: Path) -> EvalSummary | None:
     return EvalSummary.from_dict(json.loads(path.read_text())) if path.is_file() else None
 
 
+def _recompute(cfg, files: list[str], out: Path) -> int:
+    from vdlib.metrics import diversity as div
+    from vdlib.metrics.embeddings import embed
+    from vdlib.models import load_tokenizer
+
+    tok = load_tokenizer(cfg.model.proposer)
+    results = {}
+    for f in files:
+        opener = gzip.open if f.endswith(".gz") else open
+        with opener(f, "rt", encoding="utf-8") as src:
+            rows = [json.loads(line) for line in src if line.strip()]
+        texts = [r["question"] for r in rows if r.get("valid") and r.get("question")]
+        emb = embed(texts, cfg.metrics.embedder)
+        m = {"generated": len(rows), "valid_questions": len(texts),
+             "valid_fraction": round(len(texts) / max(len(rows), 1), 6),
+             "self_bleu": div.self_bleu(texts), "vendi": div.vendi_score(emb),
+             "novelty_rate": div.novelty_rate(emb, [], threshold=cfg.metrics.novelty_threshold),
+             "cumulative_vendi": div.cumulative_vendi([emb])[-1],
+             "unique_tokens": div.unique_tokens(texts, tok)}
+        results[Path(f).name] = {k: (float(v) if hasattr(v, "item") else v) for k, v in m.items()}
+        logger.info("%s: %s", Path(f).name, results[Path(f).name])
+    out.write_text(json.dumps(results, indent=1) + "\n")
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("step", choices=["eval-base", "eval-runs", "export"])
+    p.add_argument("step", choices=["eval-base", "eval-runs", "export", "recompute"])
     p.add_argument("params")
     p.add_argument("--output-dir", required=True)
     p.add_argument("--seeds", nargs="+", type=int)
     p.add_argument("--arms", nargs="+")
-    p.add_argument("--out", help="export: the results JSON to write")
+    p.add_argument("--out", help="export, recompute: the JSON to write")
+    p.add_argument("--generated", nargs="+", help="recompute: generated.jsonl(.gz) files")
     args = p.parse_args()
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     cfg = _cfg(args)
+    if args.step == "recompute":
+        return _recompute(cfg, args.generated, Path(args.out))
     if args.step == "eval-base":
         s = evaluate_base(cfg)
         logger.info("base: %s", {b: round(r.mean, 4) for b, r in s.results.items()})

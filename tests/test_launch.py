@@ -44,6 +44,7 @@ start = time.time()
 time.sleep(0.6)
 with open(params + ".ran", "w") as f:
     json.dump({"gpus": os.environ.get("CUDA_VISIBLE_DEVICES"), "start": start,
+               "port": os.environ.get("MASTER_PORT"),
                "end": time.time()}, f)
 sys.exit(3 if "vd75" in params else 75 if "gen_only" in params else 0)
 """
@@ -68,6 +69,8 @@ def test_the_local_launcher_packs_runs_on_gpus_and_isolates_a_failure(tmp_path, 
     ran = {r.name: json.loads(Path(str(layout.grid_params_path(
         cfg.output_dir, cfg.experiment, r.name)) + ".ran").read_text()) for r in done}
     assert {v["gpus"] for v in ran.values()} == {"4", "6"}
+    # one rendezvous port per slot: runs side by side never share one
+    assert {(v["gpus"], v["port"]) for v in ran.values()} == {("4", "29600"), ("6", "29601")}
     # never two runs on one GPU at once, and two GPUs busy at once at some point
     spans = sorted((v["start"], v["end"], v["gpus"]) for v in ran.values())
     for i, (_, e0, g0) in enumerate(spans):
@@ -124,3 +127,15 @@ def test_submitit_runs_a_grid_and_a_resubmitted_grid_skips_finished_runs(tmp_pat
     # the local launcher skips them too, without starting a process
     local = LocalLauncher([None], command=lambda p, g: pytest.fail("started a finished run"))
     assert [r.status for r in local.launch(plan_grid(cfg))] == ["skipped", "skipped"]
+
+
+def test_slot_ports_and_the_multi_gpu_command(monkeypatch):
+    from vdlib.launch import _default_command, slot_port
+
+    monkeypatch.delenv("VDLIB_GRID_PORT_BASE", raising=False)
+    assert [slot_port(i) for i in range(3)] == [29600, 29601, 29602]
+    monkeypatch.setenv("VDLIB_GRID_PORT_BASE", "31000")
+    assert slot_port(2) == 31002
+    argv = _default_command(Path("p.yaml"), ["0", "1"], 31002)
+    assert argv[argv.index("--main_process_port") + 1] == "31002"
+    assert "--main_process_port" not in _default_command(Path("p.yaml"), ["0"], 31002)

@@ -78,7 +78,8 @@ def test_collect_then_report(tmp_path):
             "gpu_small_main_pass1.csv", "gpu_small_main_effects.md",
             "gpu_small_main_report.json"} <= set(names)
     again = pd.read_csv(tmp_path / "report" / "gpu_small_main_effects.csv")
-    assert list(again.columns)[:4] == ["arm", "metric", "iteration", "baseline"]
+    assert list(again.columns)[:6] == ["arm", "metric", "iteration", "n_baseline", "n_vd",
+                                      "baseline"]
 
 
 def test_a_file_without_records_is_refused(tmp_path):

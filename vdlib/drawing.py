@@ -70,7 +70,7 @@ def integer_xaxis(ax: Any) -> None:
     """Integer ticks only on ``ax``'s x axis (iterations, steps)."""
     from matplotlib.ticker import MaxNLocator
 
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
 
 
 def draw_ours(ax: Any, agg: pd.DataFrame, arm: str, x: str = "iteration", scale: float = 1.0,

@@ -35,7 +35,7 @@ from vdlib.progress import PAUSED_EXIT
 
 __all__ = ["GridRun", "grid_configs", "plan_grid", "launch_grid", "run_state_of", "visible_gpus",
            "gpu_slots", "format_plan", "LocalLauncher", "slurm_launch", "slurm_parameters",
-           "run_member", "format_results"]
+           "run_member", "format_results", "slot_port", "GRID_PORT_BASE"]
 
 logger = logging.getLogger(__name__)
 
@@ -192,16 +192,30 @@ def format_results(runs: Sequence[GridRun]) -> str:
 # ----------------------------------------------------------------------------- local
 
 
-def _default_command(params_file: Path, gpus: list[str] | None) -> list[str]:
+#: first of the per-slot rendezvous ports (``$VDLIB_GRID_PORT_BASE`` overrides): slot i's run gets
+#: ``MASTER_PORT`` = base + i, so runs side by side on one host never pick the same port (TRL's
+#: colocated vLLM chooses among a few fixed ports, and two runs starting it at once clashed)
+GRID_PORT_BASE = 29600
+
+
+def slot_port(index: int) -> int:
+    """The ``MASTER_PORT`` of slot ``index``'s runs."""
+    return int(os.environ.get("VDLIB_GRID_PORT_BASE", GRID_PORT_BASE)) + index
+
+
+def _default_command(params_file: Path, gpus: list[str] | None, port: int | None = None
+                     ) -> list[str]:
     if gpus and len(gpus) > 1:
+        ports = ["--main_process_port", str(port)] if port is not None else []
         return [sys.executable, "-m", "accelerate.commands.launch", "--num_processes",
-                str(len(gpus)), "-m", "vdlib", "run", str(params_file)]
+                str(len(gpus)), *ports, "-m", "vdlib", "run", str(params_file)]
     return [sys.executable, "-m", "vdlib", "run", str(params_file)]
 
 
 class LocalLauncher:
     """Runs a grid's unfinished runs as child processes, one per slot
-    (:func:`gpu_slots`), queueing the rest; returns when all have ended.
+    (:func:`gpu_slots`), queueing the rest; returns when all have ended. Each slot's runs get
+    their own ``MASTER_PORT`` (:func:`slot_port`).
 
     ``command(params_file, gpus)`` builds a child's argv (default: ``python -m vdlib run``,
     or ``accelerate launch`` for several GPUs); ``poll_s``: how often children are checked."""
@@ -215,18 +229,22 @@ class LocalLauncher:
         self.command = command or _default_command
         self.poll_s = poll_s
 
-    def _start(self, run: GridRun, slot: list[str] | None) -> subprocess.Popen:
+    def _start(self, run: GridRun, index: int) -> subprocess.Popen:
+        slot = self.slots[index]
         cfg = run.config
         params = layout.grid_params_path(cfg.output_dir, cfg.experiment, run.name)
         params.parent.mkdir(parents=True, exist_ok=True)
         save_params(cfg, params)
         run.log = layout.grid_log_path(cfg.output_dir, cfg.experiment, run.name)
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        port = slot_port(index)
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "MASTER_PORT": str(port)}
         if slot is not None:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(slot)
         run.gpus = slot
         with open(run.log, "ab") as log:
-            proc = subprocess.Popen(self.command(params, slot), env=env, stdout=log,
+            argv = (_default_command(params, slot, port) if self.command is _default_command
+                    else self.command(params, slot))
+            proc = subprocess.Popen(argv, env=env, stdout=log,
                                     stderr=subprocess.STDOUT)
         logger.info("%s: started on %s (pid %d, log %s)", run.name,
                     "GPU " + ",".join(slot) if slot else "CPU", proc.pid, run.log)
@@ -246,7 +264,7 @@ class LocalLauncher:
             while queue and free:
                 i = free.pop(0)
                 run = queue.pop(0)
-                active[i] = (run, self._start(run, self.slots[i]), time.monotonic())
+                active[i] = (run, self._start(run, i), time.monotonic())
             time.sleep(self.poll_s)
             for i, (run, proc, start) in list(active.items()):
                 rc = proc.poll()

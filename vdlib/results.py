@@ -146,9 +146,10 @@ def pass1_table(data: Mapping[str, Any]) -> pd.DataFrame:
 
 def effects_table(data: Mapping[str, Any], baseline: str = "baseline",
                   metrics: Sequence[str] = tuple(DIRECTION)) -> pd.DataFrame:
-    """Each VD arm minus the baseline, per metric and iteration: the difference of the seed
-    means, its SE (``sqrt(se_vd² + se_base²)``), the difference in SEs, and whether it goes the
-    paper's way by more than 2 SE."""
+    """Each VD arm minus the baseline, per metric and iteration: the seeds on each side, the
+    difference of the seed means, its SE (``sqrt(se_vd² + se_base²)``), the difference in SEs,
+    and whether it goes the paper's way by more than 2 SE (only with 2 or more seeds on both
+    sides; otherwise there is no SE to judge by)."""
     frame = loop_frame(data, metrics)
     rows = []
     for (arm, metric, t), g in frame.groupby(["arm", "metric", "iteration"], sort=True):
@@ -162,8 +163,10 @@ def effects_table(data: Mapping[str, Any], baseline: str = "baseline",
         m_b, se_b = mean_and_se(list(b))
         diff = m_vd - m_b
         se = math.sqrt((se_vd or 0.0) ** 2 + (se_b or 0.0) ** 2) if (se_vd or se_b) else None
-        z = diff / se if se else None
+        both = len(g) >= 2 and len(b) >= 2
+        z = diff / se if se and both else None
         rows.append({"arm": arm_label(arm), "metric": metric, "iteration": int(t),
+                     "n_baseline": len(b), "n_vd": len(g),
                      "baseline": round(m_b, 4), "vd": round(m_vd, 4), "diff": round(diff, 4),
                      "se": round(se, 4) if se is not None else None,
                      "diff_in_se": round(z, 2) if z is not None else None,
