@@ -221,15 +221,108 @@ EXPECTED = {  # notebook -> (experiment folder of the tiny params, files its rep
     "01_main_table": ("coevolution", ["main_table.md", "main_table.tex", "proposer_table.md",
                                       "diversity_dynamics.png", "diversity_dynamics.pdf",
                                       "vocab_util.md", "question_profile.png",
-                                      "correctness.md"]),
+                                      "correctness.md", "ood_table.md", "benchmarks.csv",
+                                      "settings.md"]),
     "02_phase_ablation": ("coevolution", ["phase_ablation.png", "cumulative_vendi.png",
                                           "question_diversity.md", "phase_table.md",
                                           "correctness.md"]),
-    "03_curriculum_transfer": ("transfer", ["transfer.md", "wellposed.md"]),
+    "03_curriculum_transfer": ("transfer", ["transfer.md", "wellposed.md",
+                                            "nli_diversity.md"]),
     "04_single_policy": ("single_policy", ["entropy_trajectory.png", "vanilla_grpo.md"]),
-    "05_annealing": ("coevolution", ["annealing.png", "annealing.pdf"]),
+    "05_annealing": ("coevolution", ["annealing.png", "annealing.pdf",
+                                     "annealing_math_avg.md"]),
     "06_cross_scale": ("cross_scale", ["cross_scale.md", "instruct.md"]),
 }
+
+
+#: (experiment, notebook, table) -> (columns it must have, row labels it must have, one of the
+#: paper's printed cells: (row label, column, value)); ours from the smoke runs, the paper's from
+#: vdlib/data/paper_values.yaml. correctness and question_diversity hold only the paper's rows
+#: under the smoke params (no judged verdicts, fewer than 2 iterations per window).
+CONTENT = {
+    ("coevolution", "01_main_table", "main_table"): (
+        ["label", "gsm_symbolic", "gsm_symbolic_se", "avg"],
+        ["ours: Base (no training)", "ours: Baseline", "ours: VD85", "ours: VD75",
+         "ours: KL-Cov", "ours: Clip-Cov", "paper Qwen3-4B: VD75"],
+        ("paper Qwen3-4B: VD75", "avg", 36.5)),
+    ("coevolution", "01_main_table", "proposer_table"): (
+        ["label", "gsm_symbolic", "avg"], ["ours: Baseline", "ours: VD75", "paper Qwen3-8B: VD75"],
+        ("paper Qwen3-8B: VD75", "avg", 38.4)),
+    ("coevolution", "01_main_table", "ood_table"): (
+        ["Base", "Baseline", "VD", "Δ", "paper Base", "paper Baseline", "paper VD", "paper Δ"],
+        ["BBH", "MedQA-USMLE", "SuperGPQA", "WinoGrande"], ("BBH", "paper VD", 55.0)),
+    ("coevolution", "01_main_table", "vocab_util"): (
+        ["unique_tokens", "num_questions", "delta_unique_pct"],
+        ["ours: Baseline", "ours: VD75", "paper Qwen3-4B: VD75"],
+        ("paper Qwen3-4B: VD75", "unique_tokens", 3697)),
+    ("coevolution", "01_main_table", "correctness"): (
+        ["It. 1", "It. 5"], ["paper Qwen3-4B: VD75", "paper Qwen3-8B: Baseline"],
+        ("paper Qwen3-4B: VD75", "It. 1", 61.2)),
+    ("coevolution", "02_phase_ablation", "phase_table"): (
+        ["gsm_symbolic", "avg"], ["ours: Train-only", "ours: Gen-only", "paper Qwen3-4B: Gen-only"],
+        ("paper Qwen3-4B: Gen-only", "avg", 37.8)),
+    ("coevolution", "02_phase_ablation", "question_diversity"): (
+        ["It. 1", "1-5", "Growth"], ["paper Qwen3-4B: VD75"],
+        ("paper Qwen3-4B: VD75", "1-5", 70.2)),
+    ("transfer", "03_curriculum_transfer", "transfer"): (
+        ["gsm_symbolic", "avg"], ["ours: Baseline", "ours: VD75", "paper Qwen3-4B-Base: VD75"],
+        ("paper Qwen3-4B-Base: VD75", "avg", 41.3)),
+    ("transfer", "03_curriculum_transfer", "wellposed"): (
+        ["filter_pass", "pass_rate", "well_posed", "correct", "delta_vendi_wp", "delta_nli_wp"],
+        ["ours tiny-random: Baseline", "ours tiny-random: VD75", "paper Qwen3-4B: VD75",
+         "paper Qwen3-8B: VD75"], ("paper Qwen3-8B: VD75", "filter_pass", 1408)),
+    ("transfer", "03_curriculum_transfer", "nli_diversity"): (
+        ["semantic", "semantic_se", "logical", "logical_se", "semantic_swap",
+         "logical_unidirectional"],
+        ["ours tiny-random: Baseline", "ours tiny-random: VD75", "paper Qwen3-4B: VD75",
+         "paper Qwen3-8B: VD75"], ("paper Qwen3-8B: VD75", "logical", 0.376)),
+    ("single_policy", "04_single_policy", "vanilla_grpo"): (
+        ["gsm_symbolic", "avg"], ["ours: Baseline", "ours: VD95", "paper Qwen3-4B-Base: VD95"],
+        None),
+    ("coevolution", "05_annealing", "annealing_math_avg"): (
+        ["It. 0", "It. 1", "It. 2", "It. 5"],
+        ["ours: Baseline", "ours: VD75", "ours: VD75 (anneal)", "paper Qwen3-8B: Baseline"],
+        ("paper Qwen3-8B: Baseline", "It. 5", 54.2)),
+    ("cross_scale", "06_cross_scale", "cross_scale"): (
+        ["gsm_symbolic", "avg"], ["ours: cross-scale: Baseline",
+                                  "ours: cross-scale: VD85 (gen-only)", "ours: symmetric: VD85",
+                                  "paper proposer Qwen3-8B: VD85 (gen-only)"],
+        ("paper proposer Qwen3-8B: VD85 (gen-only)", "avg", 37.4)),
+    ("cross_scale", "06_cross_scale", "instruct"): (
+        ["gsm_symbolic", "avg"], ["ours: Baseline", "ours: VD75",
+                                  "paper Qwen2.5-1.5B-Instruct: VD75"], None),
+}
+
+
+@pytest.mark.parametrize("key", sorted(CONTENT), ids=lambda k: f"{k[1]}-{k[2]}")
+def test_report_tables_hold_ours_beside_the_papers(executed, key):
+    import pandas as pd
+
+    outputs, _ = executed
+    experiment, name, table = key
+    columns, labels, cell = CONTENT[key]
+    frame = pd.read_csv(outputs / experiment / "reports" / name / f"{table}.csv")
+    assert set(columns) <= set(frame.columns), sorted(set(columns) - set(frame.columns))
+    assert set(labels) <= set(frame["label"]), sorted(set(labels) - set(frame["label"]))
+    assert (outputs / experiment / "reports" / name / f"{table}.md").stat().st_size > 0
+    if cell is not None:
+        label, column, value = cell
+        assert frame.set_index("label").loc[label, column] == pytest.approx(value)
+
+
+def test_every_report_shows_its_settings_and_01_the_benchmark_sizes(executed):
+    import pandas as pd
+
+    outputs, _ = executed
+    for experiment, name in {(k[0], k[1]) for k in CONTENT}:
+        settings = pd.read_csv(outputs / experiment / "reports" / name / "settings.csv")
+        assert {"tab:training_hypers", "tab:klcov_hypers", "protocol switch"} <= set(
+            settings["table"]), name
+        switch = settings.set_index("key").loc["vocab_dropout.width"]
+        assert (switch["paper"], switch["ours"]) == ("vocab_size", "vocab_size")
+    sizes = pd.read_csv(outputs / "coevolution" / "reports" / "01_main_table" / "benchmarks.csv")
+    assert list(sizes.columns) == ["benchmark", "items (ours)", "items (paper)"]
+    assert sizes.set_index("benchmark").loc["gsm_symbolic", "items (ours)"] == 2  # limit 2
 
 
 def test_every_experiment_notebook_has_an_expectation():
