@@ -186,7 +186,7 @@ class Loop:
                     except RunPaused as e:
                         paused = str(e)
                 paused = broadcast_from_main(paused)
-                if paused is not None:  # every rank stops before the same stage
+                if paused:  # the main rank's message: every rank stops before the same stage
                     raise RunPaused(paused)
                 if main and not rerun:
                     records = {k: v for k, v in records.items()
