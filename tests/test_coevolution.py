@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from vdlib.arms import arm_names, arm_params
@@ -264,3 +265,28 @@ def test_packaged_warm_start_examples_equal_reasoning_gym(monkeypatch):
     assert warm_start.format_examples(64, 1) == live
     with pytest.raises(ImportError, match="reasoning-gym"):
         warm_start.format_examples(65, 0)
+
+
+def test_warm_start_target_loss_equals_the_models_own_loss():
+    """The warm-start's loss (output layer on the target positions only) is the causal-LM loss
+    transformers computes from ``labels`` over every position, and so is its gradient."""
+    from vdlib.models import load_model
+    from vdlib.warm_start import target_loss
+
+    model, _ = load_model("tiny-random", dtype="float32", device="cpu")
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 1000, (3, 12), generator=g)
+    attn = torch.ones_like(ids)
+    attn[2, 9:] = 0
+    labels = torch.full_like(ids, -100)
+    labels[0, 4:] = ids[0, 4:]
+    labels[1, 7:] = ids[1, 7:]
+    labels[2, 5:9] = ids[2, 5:9]
+    ours = target_loss(model, ids, attn, labels)
+    ours.backward()
+    grad = model.get_output_embeddings().weight.grad.clone()
+    model.zero_grad()
+    theirs = model(input_ids=ids, attention_mask=attn, labels=labels).loss
+    theirs.backward()
+    assert float(ours) == pytest.approx(float(theirs), rel=1e-5)
+    assert torch.allclose(grad, model.get_output_embeddings().weight.grad, atol=1e-6)
