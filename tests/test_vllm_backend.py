@@ -276,7 +276,7 @@ class FakeSamplingParams:
 
 class FakeLLM:
     """Samples ``max_tokens`` ids uniformly from what the request's mask allows (or from all ids
-    with ``honour_mask=False``), EOS (id 2) ending prompt 1's completions at step 3."""
+    with ``honour_mask=False``), EOS (id 2) ending a one-token prompt's completions at step 3."""
 
     def __init__(self, vd, honour_mask=True):
         self.vd, self.honour_mask, self.calls = vd, honour_mask, []
@@ -284,7 +284,7 @@ class FakeLLM:
     def generate(self, prompts, params, use_tqdm=False):
         self.calls.append((prompts, params))
         outs = []
-        for pi, sp in enumerate(params):
+        for prompt, sp in zip(prompts, params, strict=True):
             allowed = torch.ones(WIDTH, dtype=torch.bool)
             if self.honour_mask and getattr(sp, "allowed_token_ids", None):
                 allowed = torch.zeros(WIDTH, dtype=torch.bool)
@@ -298,7 +298,7 @@ class FakeLLM:
                                                                 (sp.max_tokens,), generator=gen)]
                 ids = ids.tolist()
                 reason = "length"
-                if pi == 1:
+                if len(prompt["prompt_token_ids"]) == 1:
                     ids, reason = ids[:2] + [2], "stop"
                 comps.append(types.SimpleNamespace(index=sp.n - 1 - i, token_ids=ids,
                                                    finish_reason=reason))
@@ -332,6 +332,23 @@ def test_engine_prompt_major_samples_within_the_mask(tokenizer, vd, fake_vllm, r
         assert sps[0].extra_args == vb.extra_args(vd, 9)
     else:
         assert sps[0].allowed_token_ids == vd.allowed_token_ids(9)
+
+
+def test_generate_batches_is_one_call_with_each_batch_seed_and_mask(tokenizer, vd, fake_vllm):
+    from vdlib.generation import GenerationBatch, generate_batches
+
+    batches = [GenerationBatch(["a b"], n=3, seed=1, vocab_dropout=vd, mask_seed=9),
+               GenerationBatch(["c", "d"], n=2, seed=2),
+               GenerationBatch(["a b"], n=2, seed=3, vocab_dropout=vd, mask_seed=4)]
+    llm = FakeLLM(vd)
+    together = generate_batches(vb.VLLMEngine(llm, tokenizer), batches, max_new_tokens=6)
+    assert len(llm.calls) == 1 and len(llm.calls[0][1]) == 4
+    one_by_one = [vb.VLLMEngine(FakeLLM(vd), tokenizer).generate(
+        b.prompts, n=b.n, seed=b.seed, vocab_dropout=b.vocab_dropout, mask_seed=b.mask_seed,
+        max_new_tokens=6) for b in batches]
+    assert together == one_by_one
+    assert [s.mask_seed for s in together[0]] == [9] * 3 and together[1][0].mask_seed is None
+    assert [s.prompt_index for s in together[1]] == [0, 0, 1, 1]
 
 
 def test_engine_greedy_copies_and_guards(tokenizer, vd, fake_vllm, monkeypatch):

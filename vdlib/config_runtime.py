@@ -46,6 +46,15 @@ class EngineConfig:
                                                   "colocated vLLM may take (beside the "
                                                   "trainer and the frozen solver's engine).",
                                                   gt=0, le=1)
+    kv_cache_gb: float | None = param(None, "KV cache of each vLLM engine vdlib starts, GiB "
+                                      "(vLLM's kv_cache_memory_bytes); set, vLLM skips its "
+                                      "start-up memory profiling, which fails when another "
+                                      "process on the same GPU frees memory meanwhile: what "
+                                      "lets several runs share one GPU (vdlib grid --gpus "
+                                      "0,0,0). null = gpu_memory_utilization sizes it.", gt=0)
+    rollout_kv_cache_gb: float | None = param(None, "The same for TRL's colocated vLLM (GiB); "
+                                              "null = rollout_gpu_memory_utilization sizes it.",
+                                              gt=0)
     max_model_len: int | None = param(None, "vLLM context length; null = the stage's need "
                                       "(prompt + max new tokens), capped by the model.", gt=0)
     enforce_eager: bool = param(False, "vLLM without CUDA graphs: faster start, slower "

@@ -38,7 +38,8 @@ from typing import Any
 
 from vdlib.config import EngineConfig
 
-__all__ = ["open_engine", "engine_kind", "rollout_mode", "trl_vllm_args", "vllm_max_len",
+__all__ = ["open_engine", "engine_kind", "rollout_mode", "trl_vllm_args", "rollout_llm_kwargs",
+           "kv_cache_bytes", "vllm_max_len",
            "served_model_name", "server_gpus"]
 
 logger = logging.getLogger(__name__)
@@ -69,6 +70,21 @@ def trl_vllm_args(ecfg: EngineConfig, max_prompt_tokens: int, max_completion: in
     elif ecfg.rollout_server_url:
         kw["vllm_server_base_url"] = ecfg.rollout_server_url
     return kw
+
+
+def kv_cache_bytes(gib: float | None) -> dict[str, int]:
+    """``{"kv_cache_memory_bytes": ...}`` for a KV cache of ``gib`` GiB ({} for None).
+
+    >>> kv_cache_bytes(0.5), kv_cache_bytes(None)
+    ({'kv_cache_memory_bytes': 536870912}, {})
+    """
+    return {} if gib is None else {"kv_cache_memory_bytes": int(gib * 2**30)}
+
+
+def rollout_llm_kwargs(ecfg: EngineConfig) -> dict[str, Any]:
+    """Extra ``vllm.LLM`` keywords of TRL's colocated engine (``engine.rollout_kv_cache_gb``),
+    for :class:`~vdlib.trainer.MaskedGRPOTrainer`'s ``rollout_llm_kwargs``."""
+    return kv_cache_bytes(ecfg.rollout_kv_cache_gb) if rollout_mode(ecfg) == "colocate" else {}
 
 
 def vllm_max_len(max_prompt_tokens: int, max_new_tokens: int) -> int:
@@ -142,7 +158,7 @@ def open_engine(ecfg: EngineConfig, model: str, *, device: str = "cpu",
 
         llm = build_llm(path, dtype=vllm_dtype, seed=seed, max_model_len=max_len,
                         gpu_memory_utilization=ecfg.gpu_memory_utilization,
-                        enforce_eager=eager)
+                        enforce_eager=eager, **kv_cache_bytes(ecfg.kv_cache_gb))
         engine = VLLMEngine(llm, tok, route=ecfg.route, show_progress=show_progress)
         try:
             yield engine
@@ -160,6 +176,9 @@ def open_engine(ecfg: EngineConfig, model: str, *, device: str = "cpu",
         yield ServerEngine(ecfg.server_url, served_model_name(ecfg.server_url), tok)
         return
     extra = ["--enforce-eager"] if eager else []
+    if ecfg.kv_cache_gb is not None:
+        extra += ["--kv-cache-memory-bytes", str(kv_cache_bytes(ecfg.kv_cache_gb)[
+            "kv_cache_memory_bytes"])]
     gpus = server_gpus(ecfg, device, training_device)
     with contextlib.ExitStack() as stack:
         servers = [VLLMServer(path, gpu=gpu, max_model_len=max_len, dtype=vllm_dtype,

@@ -27,7 +27,8 @@ from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
 from vdlib.seeding import derive_seed
 from vdlib.vocab_dropout import VocabDropout
 
-__all__ = ["Sample", "GenerationEngine", "HFEngine", "eos_token_ids", "check_generate_args"]
+__all__ = ["Sample", "GenerationEngine", "GenerationBatch", "HFEngine", "eos_token_ids",
+           "check_generate_args", "generate_batches"]
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +56,34 @@ class Sample:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class GenerationBatch:
+    """One call's worth of :meth:`GenerationEngine.generate` arguments that may differ between
+    the batches of :func:`generate_batches` (the sampling settings are shared)."""
+
+    prompts: Sequence[str]
+    n: int = 1
+    seed: int = 0
+    vocab_dropout: VocabDropout | None = None
+    mask_seed: int | None = None
+
+
+def generate_batches(engine: Any, batches: Sequence[GenerationBatch], **sampling: Any
+                     ) -> list[list[Sample]]:
+    """Each batch's samples, as ``engine.generate(batch.prompts, n=batch.n, seed=batch.seed,
+    vocab_dropout=..., mask_seed=..., **sampling)`` would return them, in batch order.
+
+    An engine with its own ``generate_batches`` (:class:`~vdlib.vllm_backend.VLLMEngine`) gets
+    all batches in one call, each batch keeping its own seed and mask, so that the engine
+    schedules them together instead of waiting for each batch's longest sample; any other
+    engine gets one ``generate`` call per batch."""
+    own = getattr(engine, "generate_batches", None)
+    if callable(own):
+        return own(batches, **sampling)
+    return [engine.generate(b.prompts, n=b.n, seed=b.seed, vocab_dropout=b.vocab_dropout,
+                            mask_seed=b.mask_seed, **sampling) for b in batches]
 
 
 class GenerationEngine(Protocol):

@@ -68,8 +68,11 @@ def grpo_on_problems(model: Any, tok: Any, problems: Sequence[dict[str, Any]], g
                               "answer": [r["answer"] for r in data_rows]})
     reward = SolverReward()
     overrides: dict[str, Any] = {"max_steps": max_steps} if max_steps is not None else {}
+    llm_kwargs: dict[str, Any] = {}
     if engine is not None:
-        from vdlib.engines import trl_vllm_args
+        from vdlib.engines import rollout_llm_kwargs, trl_vllm_args
+
+        llm_kwargs = rollout_llm_kwargs(engine)
 
         longest = max(len(tok(p, add_special_tokens=False)["input_ids"])
                       for p in data["prompt"][: min(len(data), 4096)])
@@ -81,7 +84,8 @@ def grpo_on_problems(model: Any, tok: Any, problems: Sequence[dict[str, Any]], g
         trainer = MaskedGRPOTrainer(model=model, reward_funcs=[reward], args=args,
                                     train_dataset=data, processing_class=tok,
                                     vocab_dropout=vocab_dropout, mask_seed_fn=mask_seed_fn,
-                                    loss_variant=g.loss_variant)
+                                    loss_variant=g.loss_variant,
+                                    rollout_llm_kwargs=llm_kwargs)
         trainer.train()
     release_rollout_engine(trainer)
     if is_main_process():

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from vdlib.config import CurriculumConfig
-from vdlib.generation import GenerationEngine, Sample
+from vdlib.generation import GenerationBatch, GenerationEngine, Sample, generate_batches
 from vdlib.parsing import extract_proposal
 from vdlib.prompts import proposer_prompt
 from vdlib.seeding import derive_seed
@@ -31,21 +31,23 @@ def generate_proposals(engine: GenerationEngine, tokenizer: Any, cfg: Curriculum
     Generated in batches of ``cfg.batch_size``; batch ``b`` samples with
     ``derive_seed(seed, "curriculum", iteration, b)`` and, with ``vocab_dropout``, under the
     fresh mask of ``mask_seed(seed, iteration, "gen", b)`` (paper: one mask per generation batch).
+    A vLLM engine receives all batches in one call (:func:`vdlib.generation.generate_batches`);
+    each keeps its own seed and mask.
     """
     prompt = proposer_prompt(tokenizer)
     total = n or cfg.num_questions
-    samples: list[Sample] = []
+    batches = []
     for b, start in enumerate(range(0, total, cfg.batch_size)):
-        size = min(cfg.batch_size, total - start)
         masking = {}
         if vocab_dropout is not None:
             masking = {"vocab_dropout": vocab_dropout,
                        "mask_seed": mask_seed(seed, iteration, "gen", b)}
-        samples += engine.generate([prompt], n=size, temperature=cfg.temperature,
-                                   top_p=cfg.top_p, top_k=cfg.top_k,
-                                   max_new_tokens=cfg.max_new_tokens,
-                                   seed=derive_seed(seed, "curriculum", iteration, b), **masking)
-    return samples
+        batches.append(GenerationBatch([prompt], n=min(cfg.batch_size, total - start),
+                                       seed=derive_seed(seed, "curriculum", iteration, b),
+                                       **masking))
+    per_batch = generate_batches(engine, batches, temperature=cfg.temperature, top_p=cfg.top_p,
+                                 top_k=cfg.top_k, max_new_tokens=cfg.max_new_tokens)
+    return [s for batch in per_batch for s in batch]
 
 
 def proposal_records(samples: Sequence[Sample]) -> list[dict[str, Any]]:

@@ -28,7 +28,7 @@ from typing import Any
 from vdlib.artifacts import atomic_write_json, read_jsonl, write_jsonl
 from vdlib.curriculum import filter_curriculum
 from vdlib.distributed import gather_to_main, is_main_process, merge_rank_records, rank, world_size
-from vdlib.engines import rollout_mode, trl_vllm_args
+from vdlib.engines import rollout_llm_kwargs, rollout_mode, trl_vllm_args
 from vdlib.model_store import ModelStore
 from vdlib.models import load_model, load_tokenizer
 from vdlib.prompts import proposer_prompt
@@ -101,7 +101,7 @@ def _train_proposer(store: ModelStore, t: int, out: Path, solver_engine: Any) ->
             train_dataset=Dataset.from_dict({"prompt": prompts}), processing_class=tok,
             vocab_dropout=vd,
             mask_seed_fn=(lambda step: mask_seed(cfg.seed, t, "train", step)) if vd else None,
-            loss_variant=g.loss_variant,
+            loss_variant=g.loss_variant, rollout_llm_kwargs=rollout_llm_kwargs(cfg.engine),
             cov={"k_frac": g.kl_cov_k_frac, "beta": g.kl_cov_beta, "ratio": g.clip_cov_ratio,
                  "lb": g.clip_cov_lb, "ub": g.clip_cov_ub})
         trainer_box.append(trainer)

@@ -213,18 +213,23 @@ def completion_text(completion: Any) -> str:
 class MaskedGRPOTrainer(GRPOTrainer):
     """TRL's GRPOTrainer with the vocabulary mask at sampling time and the loss variants (see
     the module docstring). Extra keyword arguments: ``vocab_dropout``, ``mask_seed_fn(step)``,
-    ``loss_variant`` (grpo | kl_cov | clip_cov) and ``cov`` (k_frac, beta, ratio, lb, ub)."""
+    ``loss_variant`` (grpo | kl_cov | clip_cov), ``cov`` (k_frac, beta, ratio, lb, ub) and
+    ``rollout_llm_kwargs`` (extra ``vllm.LLM`` keywords of TRL's colocated engine,
+    :func:`vdlib.engines.rollout_llm_kwargs`)."""
 
     def __init__(self, *args: Any, vocab_dropout: VocabDropout | None = None,
                  mask_seed_fn: Callable[[int], int] | None = None,
                  loss_variant: str = "grpo", cov: dict | None = None,
-                 **kwargs: Any) -> None:
+                 rollout_llm_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         if (vocab_dropout is None) != (mask_seed_fn is None):
             raise ValueError("vocab_dropout and mask_seed_fn go together")
         if loss_variant not in ("grpo", "kl_cov", "clip_cov"):
             raise ValueError(f"loss_variant = {loss_variant!r}; allowed values: grpo, "
                              "kl_cov, clip_cov")
-        super().__init__(*args, **kwargs)
+        from vdlib.vllm_backend import trl_llm_kwargs
+
+        with trl_llm_kwargs(rollout_llm_kwargs):  # TRL's colocated vLLM starts in here
+            super().__init__(*args, **kwargs)
         self.vocab_dropout = vocab_dropout
         self.mask_seed_fn = mask_seed_fn
         self.loss_variant = loss_variant

@@ -34,17 +34,18 @@ the processor class and :class:`VLLMEngine` raise an ImportError naming the ``gp
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import torch
 
 from vdlib import generation
-from vdlib.generation import Sample
+from vdlib.generation import GenerationBatch, Sample
 from vdlib.seeding import derive_seed
 from vdlib.vocab_dropout import VocabDropout, apply_mask, check_alpha
 
@@ -53,7 +54,7 @@ from vdlib.vocab_dropout import VocabDropout, apply_mask, check_alpha
 __all__ = ["ARG_KEYS", "ROUTES", "MaskSpec", "RequestMasks", "extra_args", "parse_extra_args",
            "check_no_dropped", "VLLMEngine", "logits_processor_class", "vllm_interfaces",
            "entry_point_registered", "processor_fqcns", "build_llm", "shutdown_llm",
-           "ENTRY_POINT_GROUP", "PROCESSOR_FQCN", "use_inprocess_engines"]
+           "ENTRY_POINT_GROUP", "PROCESSOR_FQCN", "use_inprocess_engines", "trl_llm_kwargs"]
 
 logger = logging.getLogger(__name__)
 
@@ -374,6 +375,31 @@ def shutdown_llm(llm: Any) -> None:
         torch.cuda.empty_cache()
 
 
+@contextlib.contextmanager
+def trl_llm_kwargs(extra: Mapping[str, Any] | None) -> Iterator[None]:
+    """Within the block, TRL's colocated engine (``trl.generation.vllm_generation.LLM``) is
+    built with ``extra`` keywords on top of TRL's own (e.g. ``kv_cache_memory_bytes``, which
+    TRL's ``GRPOConfig`` does not expose); nothing changes for an empty ``extra``."""
+    if not extra:
+        yield
+        return
+    import trl.generation.vllm_generation as trl_vllm
+
+    original = getattr(trl_vllm, "LLM", None)
+    if original is None:  # TRL imported without vLLM: TRL itself refuses use_vllm
+        yield
+        return
+
+    def llm(*args: Any, **kwargs: Any) -> Any:
+        return original(*args, **{**kwargs, **extra})
+
+    trl_vllm.LLM = llm
+    try:
+        yield
+    finally:
+        trl_vllm.LLM = original
+
+
 def __getattr__(name: str) -> type:  # lazy: ``vdlib.vllm_backend:VocabDropoutLogitsProcessor``
     if name == "VocabDropoutLogitsProcessor":
         return logits_processor_class()
@@ -446,45 +472,69 @@ class VLLMEngine:
                  logits_processors: Sequence[Any] | None = None,
                  vocab_dropout: VocabDropout | None = None,
                  mask_seed: int | None = None) -> list[Sample]:
-        generation.check_generate_args(prompts, n, temperature, top_p, top_k, max_new_tokens)
         if logits_processors:
             raise ValueError("transformers logits processors cannot run inside vLLM; load vLLM "
                              "processors with LLM(logits_processors=[...])")
-        if (vocab_dropout is None) != (mask_seed is None):
-            raise ValueError("vocab_dropout and mask_seed go together: pass both or neither")
-        sampling_params = _require_vllm().SamplingParams
+        batch = GenerationBatch(prompts, n=n, seed=seed, vocab_dropout=vocab_dropout,
+                                mask_seed=mask_seed)
+        return self.generate_batches([batch], temperature=temperature, top_p=top_p, top_k=top_k,
+                                     max_new_tokens=max_new_tokens)[0]
 
-        mask_kw: dict[str, Any] = {}
-        if vocab_dropout is not None and self.route == "processor":
-            mask_kw["extra_args"] = extra_args(vocab_dropout, mask_seed)
-        elif vocab_dropout is not None:
-            ids = vocab_dropout.allowed_token_ids(mask_seed)
-            if len(ids) > MRV2_MAX_ALLOWED_TOKEN_IDS and _uses_v2_runner(self.llm):
-                raise ValueError(f"{len(ids)} allowed ids exceed vLLM's model runner V2 cap of "
-                                 f"{MRV2_MAX_ALLOWED_TOKEN_IDS}: set VLLM_USE_V2_MODEL_RUNNER=0 "
-                                 "before building the LLM, or use route='processor'")
-            mask_kw["allowed_token_ids"] = ids
+    def _mask_kw(self, batch: GenerationBatch) -> dict[str, Any]:
+        vd, seed = batch.vocab_dropout, batch.mask_seed
+        if (vd is None) != (seed is None):
+            raise ValueError("vocab_dropout and mask_seed go together: pass both or neither")
+        if vd is None:
+            return {}
+        if self.route == "processor":
+            return {"extra_args": extra_args(vd, seed)}
+        ids = vd.allowed_token_ids(seed)
+        if len(ids) > MRV2_MAX_ALLOWED_TOKEN_IDS and _uses_v2_runner(self.llm):
+            raise ValueError(f"{len(ids)} allowed ids exceed vLLM's model runner V2 cap of "
+                             f"{MRV2_MAX_ALLOWED_TOKEN_IDS}: set VLLM_USE_V2_MODEL_RUNNER=0 "
+                             "before building the LLM, or use route='processor'")
+        return {"allowed_token_ids": ids}
+
+    def generate_batches(self, batches: Sequence[GenerationBatch], *, temperature: float = 1.0,
+                         top_p: float = 1.0, top_k: int = 0, max_new_tokens: int = 256
+                         ) -> list[list[Sample]]:
+        """Every batch in ONE ``LLM.generate`` call (vLLM schedules them together), each with
+        its own seeds and mask; the samples are those that one :meth:`generate` call per batch
+        would give (:func:`vdlib.generation.generate_batches`)."""
+        for b in batches:
+            generation.check_generate_args(b.prompts, b.n, temperature, top_p, top_k,
+                                           max_new_tokens)
+        sampling_params = _require_vllm().SamplingParams
         greedy = temperature == 0  # vLLM rejects n > 1 under greedy: one request, n copies
-        seeds = [derive_seed(seed, "vllm", i) for i in range(len(prompts))]
-        params = [sampling_params(n=1 if greedy else n, temperature=temperature, top_p=top_p,
-                                 top_k=top_k, max_tokens=max_new_tokens, seed=s,
-                                 detokenize=False, **mask_kw) for s in seeds]
-        enc = self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
+        requests: list[tuple[int, int, int, str]] = []  # (batch, prompt index, seed, prompt)
+        params = []
+        for bi, b in enumerate(batches):
+            mask_kw = self._mask_kw(b)
+            for pi, prompt in enumerate(b.prompts):
+                s = derive_seed(b.seed, "vllm", pi)
+                requests.append((bi, pi, s, prompt))
+                params.append(sampling_params(n=1 if greedy else b.n, temperature=temperature,
+                                              top_p=top_p, top_k=top_k, max_tokens=max_new_tokens,
+                                              seed=s, detokenize=False, **mask_kw))
+        if not requests:
+            return [[] for _ in batches]
+        enc = self.tokenizer([r[3] for r in requests], add_special_tokens=False)["input_ids"]
         outputs = self.llm.generate([{"prompt_token_ids": ids} for ids in enc], params,
                                     use_tqdm=self.show_progress)
-        samples = []
-        for pi, (prompt, out) in enumerate(zip(prompts, outputs, strict=True)):
+        result: list[list[Sample]] = [[] for _ in batches]
+        for (bi, pi, s, prompt), out in zip(requests, outputs, strict=True):
             completions = sorted(out.outputs, key=lambda c: c.index)
-            for si in range(n):
+            for si in range(batches[bi].n):
                 comp = completions[0 if greedy else si]
                 if comp.finish_reason not in ("stop", "length"):
                     raise RuntimeError(f"prompt {pi}: vLLM finish_reason {comp.finish_reason!r}")
                 ids = list(comp.token_ids)
                 text = self.tokenizer.decode(ids, skip_special_tokens=True)
-                samples.append(Sample(prompt, pi, si, ids, text, comp.finish_reason, seeds[pi],
-                                      mask_seed))
-        if vocab_dropout is not None:
-            check_no_dropped(samples, vocab_dropout)
-        logger.debug("vLLM: %d samples (route %s, mask_seed %s)", len(samples), self.route,
-                     mask_seed)
-        return samples
+                result[bi].append(Sample(prompt, pi, si, ids, text, comp.finish_reason, s,
+                                         batches[bi].mask_seed))
+        for b, samples in zip(batches, result, strict=True):
+            if b.vocab_dropout is not None:
+                check_no_dropped(samples, b.vocab_dropout)
+        logger.debug("vLLM: %d batches, %d samples (route %s)", len(batches),
+                     sum(map(len, result)), self.route)
+        return result
