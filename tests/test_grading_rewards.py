@@ -66,6 +66,17 @@ def test_works_in_worker_threads():
     assert results == {0: True, 1: False, 2: True}
 
 
+@pytest.mark.parametrize("pair", [("7", "007"), ("-0", "0"), ("+3", "3"), ("3", "-3"),
+                                  ("1363", "1154"), ("12", "12.0"), ("10", "1e1"),
+                                  ("99999999999999999999", "99999999999999999998")])
+def test_integer_fast_path_agrees_with_math_verify(pair):
+    """Two plain integers are compared as integers, without sympy; math-verify agrees."""
+    from vdlib.grading import _verify_here
+
+    a, b = pair
+    assert is_equivalent(a, b) == _verify_here(a, b, 5)
+
+
 def test_normalize_answer():
     assert normalize_answer(" $\\dfrac{1}{2}$. ") == "\\frac{1}{2}"
     assert normalize_answer("\\text{(A)}") == "(A)"

@@ -5,7 +5,8 @@ benchmark's gold string) with math-verify, gold first. Both sides are normalised
 ``$...$`` before parsing, so bare LaTeX such as ``\\frac{\\sqrt{3}}{2}`` matches itself (R-Zero's
 evaluation parsed bare strings and missed exactly this). It never raises and never hangs:
 
-- a cheap string check first (identical after normalisation -> True, without sympy);
+- cheap checks first, without sympy: identical after normalisation -> True; two plain
+  integers -> equal as integers (what math-verify answers for them, in microseconds);
 - in a process's main thread, math-verify's own ``signal.alarm`` timeouts bound each parse and
   comparison (``timeout`` seconds, rounded up);
 - in any other thread, where signals cannot be used, the comparison runs in one persistent
@@ -43,6 +44,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_TIMEOUT = 5.0
 _MAX_LEN = 2000  # longer "answers" are not final answers; compare them as strings only
 
+_INTEGER = re.compile(r"[+-]?\d{1,30}")  # plain integers: compared as integers
 _TEXT_WRAPPER = re.compile(r"\\(?:text|textbf|mathrm|mbox)\{([^{}]*)\}")
 _DEGREES = re.compile(r"\^\s*\{?\\circ\}?")
 
@@ -167,6 +169,8 @@ def is_equivalent(gold: Any, pred: Any, timeout: float = DEFAULT_TIMEOUT) -> boo
         return False
     if g == p:
         return True
+    if _INTEGER.fullmatch(g) and _INTEGER.fullmatch(p):  # math-verify's verdict, without sympy
+        return int(g) == int(p)
     if len(g) > _MAX_LEN or len(p) > _MAX_LEN:
         return False
     if threading.current_thread() is not threading.main_thread():
