@@ -5,6 +5,7 @@ params/gpu-small/main_table.yaml (benchmarks/gpu_small.sh calls it).
   python benchmarks/gpu_small.py eval-runs PARAMS --output-dir D --seeds 0 --arms vd75
   python benchmarks/gpu_small.py export PARAMS --output-dir D --seeds 0 --out OUT/file.json
   python benchmarks/gpu_small.py recompute PARAMS --generated G.jsonl.gz ... --out R.json
+  python benchmarks/gpu_small.py merge PARAMS --parts OLD.json NEW.json --out MERGED.json
 
 ``eval-base`` evaluates the starting checkpoint (the format-warm-started SmolLM2), ``eval-runs``
 each listed run's final solver (vLLM, the params' evaluation protocol; a complete evaluation is
@@ -14,7 +15,9 @@ copies each run's small files (metrics, timing, questions gzipped, grid logs) be
 ``recompute`` (on any machine) gives the generation-side metrics of an iteration whose later
 stages did not finish (valid fraction, Self-BLEU, Vendi, novelty, cumulative Vendi, distinct
 token ids) from its ``generated.jsonl`` alone, with the loop's own functions; run it on an
-iteration that did finish to check that it reproduces the loop's numbers.
+iteration that did finish to check that it reproduces the loop's numbers. ``merge`` (on any
+machine) joins exports of different machine holds into one file (vdlib.results.merge_results:
+a later export's run replaces the same run's records in an earlier one).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from vdlib.config import load_params
 from vdlib.evaluation import EvalSummary
 from vdlib.experiments import evaluate_base, evaluate_runs
 from vdlib.launch import plan_grid
-from vdlib.results import collect_results
+from vdlib.results import collect_results, load_results, merge_results
 
 logger = logging.getLogger("gpu_small")
 
@@ -82,16 +85,23 @@ def _recompute(cfg, files: list[str], out: Path) -> int:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("step", choices=["eval-base", "eval-runs", "export", "recompute"])
+    p.add_argument("step", choices=["eval-base", "eval-runs", "export", "recompute", "merge"])
     p.add_argument("params")
-    p.add_argument("--output-dir", required=True)
+    p.add_argument("--output-dir", default="outputs")
     p.add_argument("--seeds", nargs="+", type=int)
     p.add_argument("--arms", nargs="+")
     p.add_argument("--out", help="export, recompute: the JSON to write")
     p.add_argument("--generated", nargs="+", help="recompute: generated.jsonl(.gz) files")
+    p.add_argument("--parts", nargs="+", help="merge: results JSONs, earliest first")
     args = p.parse_args()
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.step == "merge":
+        data = merge_results([load_results(f) for f in args.parts])
+        Path(args.out).write_text(json.dumps(data, indent=1) + "\n")
+        logger.info("%d records from %d parts -> %s", len(data["records"]), len(args.parts),
+                    args.out)
+        return 0
     cfg = _cfg(args)
     if args.step == "recompute":
         return _recompute(cfg, args.generated, Path(args.out))

@@ -30,7 +30,8 @@ from vdlib.artifacts import atomic_write_json
 from vdlib.frames import LOOP_METRIC_COLUMNS, arm_label
 from vdlib.stats import mean_and_se
 
-__all__ = ["RECORD_FIELDS", "PASS1_PREFIX", "collect_results", "load_results", "loop_frame",
+__all__ = ["RECORD_FIELDS", "PASS1_PREFIX", "collect_results", "merge_results", "load_results",
+           "loop_frame",
            "pass1_frame", "summary_table", "pass1_table", "effects_table", "results_report"]
 
 #: the loop metrics each record carries (names of ``iter_<t>/metrics.json``)
@@ -73,6 +74,50 @@ def collect_results(runs: Mapping[tuple[str, int], str | os.PathLike],
                 rec.update(_pass1_fields(evaluations[(arm, seed)]))
             records.append(rec)
     return {**(meta or {}), "records": records}
+
+
+def merge_results(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One results dict from several (:func:`collect_results` of grids run at different
+    times, e.g. seeds on different machine holds), in order: a later part's run ``(arm, seed)``
+    replaces every record of that run in earlier parts (a rerun supersedes), and a later
+    ``base`` record replaces an earlier one. Meta keys come from the last part that has them;
+    ``seeds`` becomes the sorted union, ``iterations`` the most iterations any run finished,
+    and ``runs`` maps ``<arm>-seed<seed>`` to its finished iterations, whether its last one
+    was evaluated, and which part (index) it came from.
+
+    >>> a = {"seeds": [0], "records": [{"arm": "x", "seed": 0, "iteration": 1}]}
+    >>> b = {"seeds": [2], "records": [{"arm": "x", "seed": 2, "iteration": t} for t in (1, 2)]}
+    >>> m = merge_results([a, b])
+    >>> m["seeds"], m["iterations"], m["runs"]["x-seed2"]
+    ([0, 2], 2, {'iterations': [1, 2], 'evaluated': False, 'part': 1})
+    """
+    meta: dict[str, Any] = {}
+    by_run: dict[tuple[str, Any], tuple[int, list[dict[str, Any]]]] = {}
+    base: dict[str, Any] | None = None
+    seeds: set[int] = set()
+    for index, part in enumerate(parts):
+        meta.update({k: v for k, v in part.items() if k != "records"})
+        seeds.update(part.get("seeds") or [])
+        runs: dict[tuple[str, Any], list[dict[str, Any]]] = {}
+        for rec in part["records"]:
+            if rec["arm"] == "base":
+                base = dict(rec)
+            else:
+                runs.setdefault((rec["arm"], rec["seed"]), []).append(dict(rec))
+        for key, recs in runs.items():
+            by_run[key] = (index, sorted(recs, key=lambda r: r["iteration"]))
+    arms = list(meta.get("arms") or [])
+    order = sorted(by_run, key=lambda k: (arms.index(k[0]) if k[0] in arms else len(arms),
+                                          k[0], k[1]))
+    records = ([base] if base else []) + [r for k in order for r in by_run[k][1]]
+    summary = {f"{arm}-seed{seed}": {
+        "iterations": [r["iteration"] for r in by_run[(arm, seed)][1]],
+        "evaluated": any(k.startswith(PASS1_PREFIX) and v is not None
+                         for k, v in by_run[(arm, seed)][1][-1].items()),
+        "part": by_run[(arm, seed)][0]} for arm, seed in order}
+    meta.update(seeds=sorted(seeds), runs=summary,
+                iterations=max((len(v["iterations"]) for v in summary.values()), default=0))
+    return {**meta, "records": records}
 
 
 def load_results(path: str | os.PathLike) -> dict[str, Any]:
