@@ -5,7 +5,8 @@ params/gpu-small/main_table.yaml (benchmarks/gpu_small.sh calls it).
   python benchmarks/gpu_small.py eval-runs PARAMS --output-dir D --seeds 0 --arms vd75
   python benchmarks/gpu_small.py export PARAMS --output-dir D --seeds 0 --out OUT/file.json
   python benchmarks/gpu_small.py recompute PARAMS --generated G.jsonl.gz ... --out R.json
-  python benchmarks/gpu_small.py merge PARAMS --parts OLD.json NEW.json --out MERGED.json
+  python benchmarks/gpu_small.py merge PARAMS --parts OLD.json NEW.json --out MERGED.json \
+      [--eval-log ARM SEED LOG ...]
 
 ``eval-base`` evaluates the starting checkpoint (the format-warm-started SmolLM2), ``eval-runs``
 each listed run's final solver (vLLM, the params' evaluation protocol; a complete evaluation is
@@ -17,7 +18,10 @@ stages did not finish (valid fraction, Self-BLEU, Vendi, novelty, cumulative Ven
 token ids) from its ``generated.jsonl`` alone, with the loop's own functions; run it on an
 iteration that did finish to check that it reproduces the loop's numbers. ``merge`` (on any
 machine) joins exports of different machine holds into one file (vdlib.results.merge_results:
-a later export's run replaces the same run's records in an earlier one).
+a later export's run replaces the same run's records in an earlier one). ``--eval-log``
+adds the pass@1 of an evaluation that the machine hold cut short, read from its log: each
+benchmark whose every evaluation run finished, on the run's last record, which then names the
+benchmarks that did not finish (``pass1_unfinished``).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import argparse
 import gzip
 import json
 import logging
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -35,7 +40,7 @@ from vdlib.config import load_params
 from vdlib.evaluation import EvalSummary
 from vdlib.experiments import evaluate_base, evaluate_runs
 from vdlib.launch import plan_grid
-from vdlib.results import collect_results, load_results, merge_results
+from vdlib.results import PASS1_PREFIX, collect_results, load_results, merge_results
 
 logger = logging.getLogger("gpu_small")
 
@@ -55,6 +60,53 @@ def _read_eval(run_dir: Path) -> EvalSummary | None:
         return None
     path = layout.evaluation_dir(run_dir, "solver", finished[-1][0]) / "summary.json"
     return EvalSummary.from_dict(json.loads(path.read_text())) if path.is_file() else None
+
+
+_RUN_LINE = re.compile(r"evaluation\.runner: (\S+) run (\d+) \(seed \d+\): pass@1 "
+                       r"([0-9.]+) over (\d+) items")
+
+
+def pass1_from_log(text: str, runs: int, benchmarks: list[str]) -> dict:
+    """Record fields (``pass1_<b>``, ``pass1_<b>_runs`` in %, ``pass1_unfinished``) from an
+    evaluation log's per-run lines; a benchmark counts only if all ``runs`` runs finished.
+
+    >>> line = "x evaluation.runner: {} run {} (seed 0): pass@1 {} over 9 items"
+    >>> log = "\\n".join([line.format("gsm8k", 0, 0.0152), line.format("gsm8k", 1, 0.0136),
+    ...                    line.format("math500", 0, 0.004)])
+    >>> pass1_from_log(log, 2, ["gsm8k", "math500"])
+    {'pass1_gsm8k': 1.44, 'pass1_gsm8k_runs': [1.52, 1.36], 'pass1_unfinished': ['math500']}
+    """
+    accs: dict[str, dict[int, float]] = {}
+    for bench, run, acc, _n in _RUN_LINE.findall(text):
+        accs.setdefault(bench, {})[int(run)] = float(acc)
+    out: dict = {}
+    for b in benchmarks:
+        got = accs.get(b, {})
+        if sorted(got) == list(range(runs)):
+            values = [round(100.0 * got[r], 4) for r in range(runs)]
+            out[f"{PASS1_PREFIX}{b}"] = round(sum(values) / runs, 4)
+            out[f"{PASS1_PREFIX}{b}_runs"] = values
+    out["pass1_unfinished"] = [b for b in benchmarks if f"{PASS1_PREFIX}{b}" not in out]
+    return out
+
+
+def _merge(args: argparse.Namespace) -> int:
+    data = merge_results([load_results(f) for f in args.parts])
+    cfg = load_params(args.params)
+    for arm, seed, log in args.eval_log or []:
+        recs = [r for r in data["records"] if r["arm"] == arm and r["seed"] == int(seed)]
+        if not recs:
+            raise SystemExit(f"--eval-log {arm} {seed}: no such run in the parts")
+        last = max(recs, key=lambda r: r["iteration"])
+        last.update(pass1_from_log(Path(log).read_text(encoding="utf-8"), cfg.evaluation.runs,
+                                   list(cfg.evaluation.benchmarks)))
+        data["runs"][f"{arm}-seed{seed}"]["evaluated"] = "partial (log)"
+    for key, text in args.note or []:
+        data[key] = text
+    data = {k: v for k, v in data.items() if k != "records"} | {"records": data["records"]}
+    Path(args.out).write_text(json.dumps(data, indent=1) + "\n")
+    logger.info("%d records from %d parts -> %s", len(data["records"]), len(args.parts), args.out)
+    return 0
 
 
 def _recompute(cfg, files: list[str], out: Path) -> int:
@@ -93,15 +145,15 @@ def main() -> int:
     p.add_argument("--out", help="export, recompute: the JSON to write")
     p.add_argument("--generated", nargs="+", help="recompute: generated.jsonl(.gz) files")
     p.add_argument("--parts", nargs="+", help="merge: results JSONs, earliest first")
+    p.add_argument("--note", nargs=2, action="append", metavar=("KEY", "TEXT"),
+                   help="merge: set a top-level field (e.g. completed, solver_eval)")
+    p.add_argument("--eval-log", nargs=3, action="append", metavar=("ARM", "SEED", "LOG"),
+                   help="merge: pass@1 of a cut-short evaluation, from its log (repeatable)")
     args = p.parse_args()
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.step == "merge":
-        data = merge_results([load_results(f) for f in args.parts])
-        Path(args.out).write_text(json.dumps(data, indent=1) + "\n")
-        logger.info("%d records from %d parts -> %s", len(data["records"]), len(args.parts),
-                    args.out)
-        return 0
+        return _merge(args)
     cfg = _cfg(args)
     if args.step == "recompute":
         return _recompute(cfg, args.generated, Path(args.out))

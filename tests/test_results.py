@@ -14,6 +14,7 @@ from vdlib.results import (
     collect_results,
     effects_table,
     load_results,
+    merge_results,
     pass1_table,
     results_report,
     summary_table,
@@ -65,10 +66,13 @@ def test_collect_then_report(tmp_path):
     assert row["self_bleu"] == "0.325 ± 0.004" and row["seeds"] == 2  # pstdev 0.005 / sqrt 2
     p1 = pass1_table(load_results(path)).set_index("arm")
     assert p1.loc["Base (no training)", "gsm8k"] == "12.0 ± 0.9"  # its 3 evaluation runs
-    assert p1.loc["VD75", "gsm8k"] == "32.0 ± 0.0" and p1.loc["VD75", "seeds"] == 2
+    assert p1.loc["VD75", "gsm8k"] == "32.0 ± 0.0" and p1.loc["VD75", "gsm8k seeds"] == 2
     eff = effects_table(load_results(path))
     bleu = eff[(eff.metric == "self_bleu") & (eff.iteration == 2)].iloc[0]
     assert bleu["diff"] == pytest.approx(-0.205) and bool(bleu["paper_direction_beyond_2se"])
+    # paired by seed: differences -0.20 and -0.21; two pairs are too few for a paired verdict
+    assert bleu["n_pairs"] == 2 and bleu["paired_diff"] == pytest.approx(-0.205)
+    assert not bool(bleu["paired_beyond_2se"])
     vendi = eff[(eff.metric == "vendi") & (eff.iteration == 2)].iloc[0]
     assert vendi["diff"] == 0 and not bool(vendi["paper_direction_beyond_2se"])
 
@@ -104,3 +108,41 @@ def test_the_committed_results_regenerate_on_a_trimmed_copy(tmp_path):
     assert (tmp_path / "out" / "gpu_small_main_dynamics.png").stat().st_size > 10_000
     summary = pd.read_csv(tmp_path / "out" / "gpu_small_main_summary.csv")
     assert set(summary["iteration"]) <= {1, 2} and len(files) >= 8
+
+
+def test_merge_results_a_rerun_supersedes_and_cut_evaluations_count_per_benchmark():
+    rec = lambda arm, seed, t, **kw: {"arm": arm, "seed": seed, "iteration": t, **kw}  # noqa: E731
+    old = {"arms": ["baseline", "vd75"], "seeds": [0, 1],
+           "evaluation": {"runs": 3, "items": {"gsm8k": 1319}},
+           "records": [rec("base", None, 0, pass1_gsm8k=1.3, pass1_gsm8k_runs=[1.3] * 3),
+                       rec("baseline", 0, 1, self_bleu=0.5, pass1_gsm8k=1.1,
+                           pass1_gsm8k_runs=[1.1] * 3),
+                       rec("baseline", 1, 1, self_bleu=0.4), rec("vd75", 1, 1, self_bleu=0.3)]}
+    new = {"seeds": [0], "evaluation": {"runs": 3, "items": None},
+           "records": [rec("vd75", 0, t, self_bleu=0.2) for t in (1, 2)]
+           + [rec("baseline", 0, t, self_bleu=0.45) for t in (1, 2)]}
+    new["records"][-1].update(pass1_gsm8k=0.9, pass1_gsm8k_runs=[0.9] * 3,
+                              pass1_math500=0.5, pass1_math500_runs=[0.5] * 3)
+    new["records"][1].update(pass1_gsm8k=1.0, pass1_gsm8k_runs=[1.0] * 3)
+    m = merge_results([old, new])
+    assert m["seeds"] == [0, 1] and m["iterations"] == 2
+    assert m["evaluation"]["items"] == {"gsm8k": 1319}  # None does not erase
+    keys = [(r["arm"], r["seed"], r["iteration"]) for r in m["records"]]
+    assert keys == [("base", None, 0), ("baseline", 0, 1), ("baseline", 0, 2),
+                    ("baseline", 1, 1), ("vd75", 0, 1), ("vd75", 0, 2), ("vd75", 1, 1)]
+    assert m["records"][1]["self_bleu"] == 0.45 and "pass1_gsm8k" not in m["records"][1]
+    assert m["runs"]["baseline-seed0"] == {"iterations": [1, 2], "evaluated": True, "part": 1}
+    assert m["runs"]["vd75-seed1"]["part"] == 0
+    p1 = pass1_table(m).set_index("arm")
+    assert p1.loc["Baseline", "iteration"] == 2 and p1.loc["Baseline", "math500 seeds"] == 1
+    assert p1.loc["VD75", "math500"] == "" and p1.loc["VD75", "gsm8k seeds"] == 1
+
+
+@pytest.mark.skipif(not COMMITTED.exists(), reason="no committed GPU results yet")
+def test_the_committed_tables_are_what_the_committed_json_gives(tmp_path):
+    """docs/results/gpu_small/ holds exactly what the report step draws from the JSON."""
+    results_report(COMMITTED, tmp_path)
+    for name in ("summary", "pass1", "effects"):
+        ours = (tmp_path / f"gpu_small_main_{name}.md").read_text(encoding="utf-8")
+        committed = COMMITTED.parent / "gpu_small" / f"gpu_small_main_{name}.md"
+        assert ours == committed.read_text(encoding="utf-8"), name

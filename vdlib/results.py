@@ -41,6 +41,8 @@ RECORD_FIELDS = ("valid_fraction", "self_bleu", "vendi", "novelty_rate", "cumula
 #: record keys of solver pass@1: ``pass1_<benchmark>`` (mean over evaluation runs, in %) and
 #: ``pass1_<benchmark>_runs`` (each run's accuracy, in %)
 PASS1_PREFIX = "pass1_"
+#: fewest seeds run by both arms for a paired verdict in :func:`effects_table`
+MIN_PAIRS = 3
 #: the paper's direction for each diversity metric: +1 = VD should raise it, -1 = lower it
 DIRECTION = {"self_bleu": -1, "vendi": 1, "novelty_rate": 1, "cumulative_vendi": 1,
              "unique_tokens": 1, "proposer_entropy": 1}
@@ -76,11 +78,20 @@ def collect_results(runs: Mapping[tuple[str, int], str | os.PathLike],
     return {**(meta or {}), "records": records}
 
 
+def _update_meta(dst: dict[str, Any], src: Mapping[str, Any]) -> None:
+    for key, value in src.items():
+        if isinstance(value, Mapping) and isinstance(dst.get(key), dict):
+            _update_meta(dst[key], value)
+        elif value is not None:
+            dst[key] = value
+
+
 def merge_results(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """One results dict from several (:func:`collect_results` of grids run at different
     times, e.g. seeds on different machine holds), in order: a later part's run ``(arm, seed)``
     replaces every record of that run in earlier parts (a rerun supersedes), and a later
-    ``base`` record replaces an earlier one. Meta keys come from the last part that has them;
+    ``base`` record replaces an earlier one. Meta keys come from the last part that has them
+    (not None; nested dicts key by key);
     ``seeds`` becomes the sorted union, ``iterations`` the most iterations any run finished,
     and ``runs`` maps ``<arm>-seed<seed>`` to its finished iterations, whether its last one
     was evaluated, and which part (index) it came from.
@@ -96,7 +107,7 @@ def merge_results(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     base: dict[str, Any] | None = None
     seeds: set[int] = set()
     for index, part in enumerate(parts):
-        meta.update({k: v for k, v in part.items() if k != "records"})
+        _update_meta(meta, {k: v for k, v in part.items() if k != "records"})
         seeds.update(part.get("seeds") or [])
         runs: dict[tuple[str, Any], list[dict[str, Any]]] = {}
         for rec in part["records"]:
@@ -168,23 +179,26 @@ def summary_table(data: Mapping[str, Any], fields: Sequence[str] = RECORD_FIELDS
 
 
 def pass1_table(data: Mapping[str, Any]) -> pd.DataFrame:
-    """Solver pass@1 (%) per arm and benchmark: mean ± SE over seeds (each seed: the mean of its
-    evaluation runs; the starting checkpoint: over its evaluation runs)."""
+    """Solver pass@1 (%) per arm, evaluated iteration and benchmark: mean ± SE over the seeds
+    evaluated on that benchmark (each seed: the mean of its evaluation runs; the starting
+    checkpoint: over its evaluation runs), and how many seeds that is (``<benchmark> seeds``;
+    a seed whose evaluation was cut short lacks the benchmarks it did not finish)."""
     records = data["records"]
     benches = sorted({k[len(PASS1_PREFIX):-len("_runs")] for r in records for k in r
                       if k.startswith(PASS1_PREFIX) and k.endswith("_runs")})
+    groups: dict[tuple[str, int], list[Mapping[str, Any]]] = {}
+    for r in records:
+        if any(r.get(f"{PASS1_PREFIX}{b}") is not None for b in benches):
+            groups.setdefault((r["arm"], r["iteration"]), []).append(r)
     rows = []
-    for arm in dict.fromkeys(r["arm"] for r in records):
-        evaluated = [r for r in records if r["arm"] == arm and f"{PASS1_PREFIX}{benches[0]}"
-                     in r] if benches else []
-        if not evaluated:
-            continue
-        row: dict[str, Any] = {"arm": arm_label(arm), "seeds": len(evaluated),
-                               "iteration": max(r["iteration"] for r in evaluated)}
+    for (arm, t), evaluated in groups.items():
+        row: dict[str, Any] = {"arm": arm_label(arm), "iteration": t}
         for b in benches:
-            values = ([a for r in evaluated for a in r[f"{PASS1_PREFIX}{b}_runs"]]
-                      if arm == "base" else [r[f"{PASS1_PREFIX}{b}"] for r in evaluated])
-            row[b] = _cell(values, 1)
+            have = [r for r in evaluated if r.get(f"{PASS1_PREFIX}{b}") is not None]
+            values = ([a for r in have for a in r[f"{PASS1_PREFIX}{b}_runs"]]
+                      if arm == "base" else [r[f"{PASS1_PREFIX}{b}"] for r in have])
+            row[b] = _cell(values, 1) if values else ""
+            row[f"{b} seeds"] = len(have) if arm != "base" else 0
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -194,7 +208,12 @@ def effects_table(data: Mapping[str, Any], baseline: str = "baseline",
     """Each VD arm minus the baseline, per metric and iteration: the seeds on each side, the
     difference of the seed means, its SE (``sqrt(se_vd² + se_base²)``), the difference in SEs,
     and whether it goes the paper's way by more than 2 SE (only with 2 or more seeds on both
-    sides; otherwise there is no SE to judge by)."""
+    sides; otherwise there is no SE to judge by). Beside it, the same judged on the seeds both
+    arms ran (``paired_*``): the mean of the per-seed differences and its SE. A seed fixes the
+    sampling seeds of every arm, so arms of one seed share their random draws and much of the
+    between-seed spread cancels in the pairs; the unpaired columns are the paper's. The paired
+    verdict needs :data:`MIN_PAIRS` seeds: the SE of two differences is too unstable to judge
+    by (its value is still shown)."""
     frame = loop_frame(data, metrics)
     rows = []
     for (arm, metric, t), g in frame.groupby(["arm", "metric", "iteration"], sort=True):
@@ -210,13 +229,24 @@ def effects_table(data: Mapping[str, Any], baseline: str = "baseline",
         se = math.sqrt((se_vd or 0.0) ** 2 + (se_b or 0.0) ** 2) if (se_vd or se_b) else None
         both = len(g) >= 2 and len(b) >= 2
         z = diff / se if se and both else None
+        base_by_seed = dict(zip(frame.loc[b.index, "seed"], b, strict=True))
+        pairs = [v - base_by_seed[seed] for seed, v in zip(g["seed"], g["value"], strict=True)
+                 if seed in base_by_seed]
+        p_mean, p_se = mean_and_se(pairs) if pairs else (None, None)
+        p_z = p_mean / p_se if len(pairs) >= 2 and p_se else None
         rows.append({"arm": arm_label(arm), "metric": metric, "iteration": int(t),
                      "n_baseline": len(b), "n_vd": len(g),
                      "baseline": round(m_b, 4), "vd": round(m_vd, 4), "diff": round(diff, 4),
                      "se": round(se, 4) if se is not None else None,
                      "diff_in_se": round(z, 2) if z is not None else None,
                      "paper_direction_beyond_2se": bool(z is not None
-                                                        and z * DIRECTION[metric] > 2)})
+                                                        and z * DIRECTION[metric] > 2),
+                     "n_pairs": len(pairs),
+                     "paired_diff": round(p_mean, 4) if p_mean is not None else None,
+                     "paired_se": round(p_se, 4) if p_se is not None else None,
+                     "paired_in_se": round(p_z, 2) if p_z is not None else None,
+                     "paired_beyond_2se": bool(p_z is not None and len(pairs) >= MIN_PAIRS
+                                               and p_z * DIRECTION[metric] > 2)})
     return pd.DataFrame(rows)
 
 
