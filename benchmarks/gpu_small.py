@@ -38,7 +38,7 @@ from pathlib import Path
 from vdlib import layout
 from vdlib.config import load_params
 from vdlib.evaluation import EvalSummary
-from vdlib.experiments import evaluate_base, evaluate_runs
+from vdlib.experiments import evaluate_base, evaluate_runs, read_evaluation
 from vdlib.launch import plan_grid
 from vdlib.results import PASS1_PREFIX, collect_results, load_results, merge_results
 
@@ -54,12 +54,12 @@ def _runs(cfg, seeds, arms=None) -> dict:
             if arms is None or r.arm in arms}
 
 
-def _read_eval(run_dir: Path) -> EvalSummary | None:
+def _read_eval(run_dir: Path, cfg) -> EvalSummary | None:
+    """The final solver's finished evaluation (the last finished iteration's), or None."""
     finished = layout.iteration_dirs(run_dir, layout.METRICS_FILE)
     if not finished:
         return None
-    path = layout.evaluation_dir(run_dir, "solver", finished[-1][0]) / "summary.json"
-    return EvalSummary.from_dict(json.loads(path.read_text())) if path.is_file() else None
+    return read_evaluation(layout.evaluation_dir(run_dir, "solver", finished[-1][0]), cfg)
 
 
 _RUN_LINE = re.compile(r"evaluation\.runner: (\S+) run (\d+) \(seed \d+\): pass@1 "
@@ -176,9 +176,8 @@ def main() -> int:
         vllm_version = None
 
     base_dir = layout.base_evaluation_dir(cfg.output_dir, cfg.experiment, cfg.solver_model)
-    base = (EvalSummary.from_dict(json.loads((base_dir / "summary.json").read_text()))
-            if (base_dir / "summary.json").is_file() else None)
-    evals = {k: s for k, s in ((k, _read_eval(Path(d))) for k, d in runs.items()) if s}
+    base = read_evaluation(base_dir, cfg)
+    evals = {k: s for k, s in ((k, _read_eval(Path(d), cfg)) for k, d in runs.items()) if s}
     meta = {"card": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
             "vllm_version": vllm_version, "K": cfg.curriculum.num_questions,
             "M": cfg.scoring.num_solver_samples, "iterations": cfg.iterations,

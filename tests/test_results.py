@@ -146,3 +146,18 @@ def test_the_committed_tables_are_what_the_committed_json_gives(tmp_path):
         ours = (tmp_path / f"gpu_small_main_{name}.md").read_text(encoding="utf-8")
         committed = COMMITTED.parent / "gpu_small" / f"gpu_small_main_{name}.md"
         assert ours == committed.read_text(encoding="utf-8"), name
+
+
+@pytest.mark.skipif(not COMMITTED.exists(), reason="no committed GPU results yet")
+def test_the_committed_json_is_the_merge_of_the_committed_exports(tmp_path):
+    """benchmarks/results/gpu_small/merge.sh (gpu_small.py merge over the exports of each
+    machine hold, plus the cut-short evaluation's log) gives docs/results/gpu_small_main.json."""
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "merged.json"
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    subprocess.run(["bash", "benchmarks/results/gpu_small/merge.sh", str(out)], cwd=ROOT,
+                   env=env, check=True, capture_output=True, timeout=300)
+    assert json.loads(out.read_text()) == load_results(COMMITTED)

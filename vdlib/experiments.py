@@ -32,7 +32,8 @@ from vdlib.evaluation import BenchmarkResult, EvalSummary, protocol_kwargs
 from vdlib.stats import mean_and_se
 
 __all__ = ["RunKey", "seed_configs", "run_grid", "experiment_dir", "report_dir",
-           "evaluate_checkpoint", "evaluate_runs", "evaluate_base", "last_iteration",
+           "evaluate_checkpoint", "evaluate_runs", "evaluate_base", "read_evaluation",
+           "last_iteration",
            "reference_runs", "instruct_config", "pool_seeds", "accuracy_frame",
            "entropy_frame", "correctness_frame", "composition_frame", "diversity_frame",
            "reference_runs_by_experiment", "transfer_runs", "curriculum_frames",
@@ -105,8 +106,11 @@ def _protocol_kwargs(cfg: ExperimentConfig) -> dict[str, Any]:
     return protocol_kwargs(cfg.evaluation)
 
 
-def _complete(out_dir: Path, cfg: ExperimentConfig) -> EvalSummary | None:
-    path = out_dir / "summary.json"
+def read_evaluation(out_dir: str | Path, cfg: ExperimentConfig) -> EvalSummary | None:
+    """The finished evaluation in ``out_dir`` (its ``summary.json``) restricted to
+    ``cfg.evaluation.benchmarks``, or None unless every benchmark has all
+    ``cfg.evaluation.runs`` runs."""
+    path = Path(out_dir) / "summary.json"
     if not path.is_file():
         return None
     summary = EvalSummary.from_dict(json.loads(path.read_text(encoding="utf-8")))
@@ -128,7 +132,7 @@ def evaluate_checkpoint(model_dir: str | Path, cfg: ExperimentConfig, out_dir: s
     from vdlib.models import resolve_device
 
     out_dir = Path(out_dir)
-    done = _complete(out_dir, cfg)
+    done = read_evaluation(out_dir, cfg)
     if done is not None:
         logger.info("evaluation %s: complete, read back", out_dir)
         return done

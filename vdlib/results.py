@@ -29,6 +29,7 @@ from vdlib import layout
 from vdlib.artifacts import atomic_write_json
 from vdlib.frames import LOOP_METRIC_COLUMNS, arm_label
 from vdlib.stats import mean_and_se
+from vdlib.table_format import format_cell
 
 __all__ = ["RECORD_FIELDS", "PASS1_PREFIX", "collect_results", "merge_results", "load_results",
            "loop_frame",
@@ -159,8 +160,7 @@ def pass1_frame(data: Mapping[str, Any]) -> pd.DataFrame:
 
 
 def _cell(values: Sequence[float], digits: int = 3) -> str:
-    mean, se = mean_and_se(list(values))
-    return f"{mean:.{digits}f}" + (f" ± {se:.{digits}f}" if se is not None else "")
+    return format_cell(*mean_and_se(list(values)), "markdown", digits)
 
 
 def summary_table(data: Mapping[str, Any], fields: Sequence[str] = RECORD_FIELDS
