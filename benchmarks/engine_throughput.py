@@ -1,5 +1,5 @@
 r"""Generation throughput of vdlib's two engines on one GPU, in one process: transformers
-(``vdlib.generation.HFEngine``) against vLLM (``vdlib.vllm_backend.VLLMEngine``).
+(``vdlib.generation.HFEngine``) against vLLM (``vdlib.vllm_engine.VLLMEngine``).
 
     PYTHONPATH=/tmp/site:$PWD VLLM_USE_FLASHINFER_SAMPLER=0 \
         python benchmarks/engine_throughput.py --out $OUT/engine_throughput_h100.json
@@ -279,7 +279,8 @@ def mask_overhead(engine: Any, tok: Any, vd: Any, args: argparse.Namespace) -> d
 
 def vllm_phase(args: argparse.Namespace, path: str, tok: Any,
                specs: dict) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any]]:
-    from vdlib.vllm_backend import VLLMEngine, build_llm, vllm_interfaces
+    from vdlib.vllm_backend import build_llm, vllm_interfaces
+    from vdlib.vllm_engine import VLLMEngine
     from vdlib.vocab_dropout import VocabDropout
 
     info = vllm_interfaces()

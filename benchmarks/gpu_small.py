@@ -100,7 +100,7 @@ def _merge(args: argparse.Namespace) -> int:
         last = max(recs, key=lambda r: r["iteration"])
         last.update(pass1_from_log(Path(log).read_text(encoding="utf-8"), cfg.evaluation.runs,
                                    list(cfg.evaluation.benchmarks)))
-        data["runs"][f"{arm}-seed{seed}"]["evaluated"] = "partial (log)"
+        data["runs"][layout.arm_run_id(arm, int(seed))]["evaluated"] = "partial (log)"
     for key, text in args.note or []:
         data[key] = text
     data = {k: v for k, v in data.items() if k != "records"} | {"records": data["records"]}

@@ -61,10 +61,11 @@ def test_kv_cache_sizes_reach_every_engine_vdlib_starts(monkeypatch):
     import trl.generation.vllm_generation as trl_vllm
 
     import vdlib.vllm_backend as backend
+    import vdlib.vllm_engine as vengine
 
     built = []
     monkeypatch.setattr(backend, "build_llm", lambda path, **kw: built.append(kw) or object())
-    monkeypatch.setattr(backend.VLLMEngine, "close", lambda self: None)
+    monkeypatch.setattr(vengine.VLLMEngine, "close", lambda self: None)
     ecfg = EngineConfig(backend="vllm", kv_cache_gb=1.5, rollout_kv_cache_gb=0.25)
     with open_engine(ecfg, "tiny-random", device="cpu", max_new_tokens=4):
         pass

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from vdlib import vllm_backend as vb
+from vdlib import vllm_engine as ve
 from vdlib.generation import Sample
 from vdlib.vocab_dropout import VocabDropout
 
@@ -317,7 +318,7 @@ def test_engine_prompt_major_samples_within_the_mask(tokenizer, vd, fake_vllm, r
                                                      monkeypatch):
     monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "0")
     llm = FakeLLM(vd)
-    engine = vb.VLLMEngine(llm, tokenizer, route=route)
+    engine = ve.VLLMEngine(llm, tokenizer, route=route)
     out = engine.generate(["a b", "c"], n=3, max_new_tokens=5, seed=1, vocab_dropout=vd,
                           mask_seed=9)
     assert [(s.prompt_index, s.sample_index) for s in out] == [(p, i) for p in range(2)
@@ -341,9 +342,9 @@ def test_generate_batches_is_one_call_with_each_batch_seed_and_mask(tokenizer, v
                GenerationBatch(["c", "d"], n=2, seed=2),
                GenerationBatch(["a b"], n=2, seed=3, vocab_dropout=vd, mask_seed=4)]
     llm = FakeLLM(vd)
-    together = generate_batches(vb.VLLMEngine(llm, tokenizer), batches, max_new_tokens=6)
+    together = generate_batches(ve.VLLMEngine(llm, tokenizer), batches, max_new_tokens=6)
     assert len(llm.calls) == 1 and len(llm.calls[0][1]) == 4
-    one_by_one = [vb.VLLMEngine(FakeLLM(vd), tokenizer).generate(
+    one_by_one = [ve.VLLMEngine(FakeLLM(vd), tokenizer).generate(
         b.prompts, n=b.n, seed=b.seed, vocab_dropout=b.vocab_dropout, mask_seed=b.mask_seed,
         max_new_tokens=6) for b in batches]
     assert together == one_by_one
@@ -353,7 +354,7 @@ def test_generate_batches_is_one_call_with_each_batch_seed_and_mask(tokenizer, v
 
 def test_engine_greedy_copies_and_guards(tokenizer, vd, fake_vllm, monkeypatch):
     llm = FakeLLM(vd)
-    engine = vb.VLLMEngine(llm, tokenizer)
+    engine = ve.VLLMEngine(llm, tokenizer)
     out = engine.generate(["a"], n=3, temperature=0.0, max_new_tokens=4)
     assert llm.calls[-1][1][0].n == 1 and len({tuple(s.token_ids) for s in out}) == 1
     assert out[0].mask_seed is None and not hasattr(llm.calls[-1][1][0], "extra_args")
@@ -362,16 +363,16 @@ def test_engine_greedy_copies_and_guards(tokenizer, vd, fake_vllm, monkeypatch):
     with pytest.raises(ValueError, match="transformers logits processors"):
         engine.generate(["a"], logits_processors=[object()])
     with pytest.raises(ValueError, match="route"):
-        vb.VLLMEngine(llm, tokenizer, route="bad_words")
+        ve.VLLMEngine(llm, tokenizer, route="bad_words")
     big = VocabDropout.from_sizes(5000, 5000, 0.5, [0])
     monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "1")
     with pytest.raises(ValueError, match="VLLM_USE_V2_MODEL_RUNNER=0"):
-        vb.VLLMEngine(llm, tokenizer, route="allowed_token_ids").generate(
+        ve.VLLMEngine(llm, tokenizer, route="allowed_token_ids").generate(
             ["a"], vocab_dropout=big, mask_seed=1)
 
 
 def test_engine_detects_an_ignored_mask(tokenizer, vd, fake_vllm):
-    engine = vb.VLLMEngine(FakeLLM(vd, honour_mask=False), tokenizer)
+    engine = ve.VLLMEngine(FakeLLM(vd, honour_mask=False), tokenizer)
     with pytest.raises(RuntimeError, match="dropped token ids"):
         engine.generate(["a"], n=4, max_new_tokens=20, vocab_dropout=vd, mask_seed=3)
 
@@ -379,17 +380,17 @@ def test_engine_detects_an_ignored_mask(tokenizer, vd, fake_vllm):
 def test_engine_needs_vllm(tokenizer, vd, monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)
     with pytest.raises(ImportError, match="gpu"):
-        vb.VLLMEngine(FakeLLM(vd), tokenizer).generate(["a"])
+        ve.VLLMEngine(FakeLLM(vd), tokenizer).generate(["a"])
 
 
 def test_check_no_dropped(vd):
     allowed = vd.sample(4).nonzero().flatten().tolist()
     dropped = (~vd.sample(4)).nonzero().flatten().tolist()
     ok = Sample("p", 0, 0, allowed[:5], "", "length", 0, 4)
-    vb.check_no_dropped([ok, Sample("p", 0, 1, dropped[:2], "", "length", 0, None)], vd)
+    ve.check_no_dropped([ok, Sample("p", 0, 1, dropped[:2], "", "length", 0, None)], vd)
     for ids in ([allowed[0], dropped[0]], [WIDTH + 3]):
         with pytest.raises(RuntimeError, match="dropped"):
-            vb.check_no_dropped([ok, Sample("p", 0, 1, ids, "", "length", 0, 4)], vd)
+            ve.check_no_dropped([ok, Sample("p", 0, 1, ids, "", "length", 0, 4)], vd)
 
 
 # ----------------------------------------------------------------------------- real vLLM classes

@@ -22,6 +22,7 @@ import pytest
 import torch
 
 from vdlib import vllm_backend as vb
+from vdlib import vllm_engine as ve
 from vdlib.vocab_dropout import VocabDropout
 
 pytestmark = [
@@ -76,15 +77,15 @@ def test_both_routes_never_sample_a_dropped_id(tiny_dir, tokenizer, route):
 
     vd = VocabDropout.for_checkpoint(str(tiny_dir), tokenizer, alpha=0.5)
     before = _free_gib()
-    with vb.VLLMEngine(_llm(tiny_dir), tokenizer, route=route) as engine:
+    with ve.VLLMEngine(_llm(tiny_dir), tokenizer, route=route) as engine:
         kw = dict(n=8, max_new_tokens=48, temperature=1.5, seed=0)
         for seed in (17, 18):
             masked = engine.generate(PROMPTS, vocab_dropout=vd, mask_seed=seed, **kw)
-            vb.check_no_dropped(masked, vd)  # also inside generate: every masked call
+            ve.check_no_dropped(masked, vd)  # also inside generate: every masked call
             assert sum(len(s.token_ids) for s in masked) > 100
         free = engine.generate(PROMPTS, **kw)
         with pytest.raises(RuntimeError):  # the same check catches an unmasked run
-            vb.check_no_dropped([Sample(**{**s.to_dict(), "mask_seed": 17}) for s in free], vd)
+            ve.check_no_dropped([Sample(**{**s.to_dict(), "mask_seed": 17}) for s in free], vd)
     gc.collect()
     assert _free_gib() > before - 1.0, "the engine's GPU memory did not come back"
 
@@ -104,7 +105,7 @@ def test_vllm_and_transformers_drop_the_same_ids(tiny_dir, tokenizer, monkeypatc
         return mask
 
     monkeypatch.setattr(vb.RequestMasks, "dropped", recording)
-    with vb.VLLMEngine(_llm(tiny_dir), tokenizer) as engine:
+    with ve.VLLMEngine(_llm(tiny_dir), tokenizer) as engine:
         for seed in seeds:
             engine.generate(PROMPTS, n=2, max_new_tokens=8, seed=seed, vocab_dropout=vd,
                             mask_seed=seed)
@@ -131,7 +132,7 @@ def test_server_route_never_samples_a_dropped_id(tiny_dir, tokenizer):
         engine = ServerEngine(server.base_url, server.model_name, tokenizer)
         masked = engine.generate(PROMPTS, n=4, max_new_tokens=32, temperature=1.5, seed=1,
                                  vocab_dropout=vd, mask_seed=99)
-        vb.check_no_dropped(masked, vd)
+        ve.check_no_dropped(masked, vd)
         assert all(s.mask_seed == 99 for s in masked)
 
 

@@ -7,7 +7,7 @@ answers, evaluation, the local verifier) asks :func:`open_engine` for an engine 
 
 - ``hf``: the checkpoint loaded with transformers (:class:`~vdlib.generation.HFEngine`);
 - ``vllm``: an in-process ``vllm.LLM`` with vdlib's logits processor
-  (:class:`~vdlib.vllm_backend.VLLMEngine`), shut down on exit so its GPU memory returns before
+  (:class:`~vdlib.vllm_engine.VLLMEngine`), shut down on exit so its GPU memory returns before
   the next stage trains;
 - ``server``: a vLLM OpenAI server (:class:`~vdlib.serving.ServerEngine`), started by vdlib for
   the block (one per GPU of ``engine.server_gpus``) or reached at ``engine.server_url``.
@@ -154,7 +154,8 @@ def open_engine(ecfg: EngineConfig, model: str, *, device: str = "cpu",
     eager = ecfg.enforce_eager if enforce_eager is None else enforce_eager
     vllm_dtype = "float32" if dtype == "float32" else dtype
     if kind == "vllm":
-        from vdlib.vllm_backend import VLLMEngine, build_llm
+        from vdlib.vllm_backend import build_llm
+        from vdlib.vllm_engine import VLLMEngine
 
         llm = build_llm(path, dtype=vllm_dtype, seed=seed, max_model_len=max_len,
                         gpu_memory_utilization=ecfg.gpu_memory_utilization,

@@ -122,7 +122,7 @@ def merge_results(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     order = sorted(by_run, key=lambda k: (arms.index(k[0]) if k[0] in arms else len(arms),
                                           k[0], k[1]))
     records = ([base] if base else []) + [r for k in order for r in by_run[k][1]]
-    summary = {f"{arm}-seed{seed}": {
+    summary = {layout.arm_run_id(arm, seed): {
         "iterations": [r["iteration"] for r in by_run[(arm, seed)][1]],
         "evaluated": any(k.startswith(PASS1_PREFIX) and v is not None
                          for k, v in by_run[(arm, seed)][1][-1].items()),

@@ -11,10 +11,10 @@ after a grace period); nothing is found or killed by name.
 
 :class:`ServerEngine` implements :class:`vdlib.generation.GenerationEngine` over the server's
 ``/v1/completions`` endpoint: prompts go as token ids (tokenised here without special tokens,
-as :class:`~vdlib.generation.HFEngine` and :class:`~vdlib.vllm_backend.VLLMEngine` do), the
+as :class:`~vdlib.generation.HFEngine` and :class:`~vdlib.vllm_engine.VLLMEngine` do), the
 mask as ``vllm_xargs`` (:func:`vdlib.vllm_backend.extra_args`), the generated ids come back
 through ``return_token_ids``, and a masked call ends with
-:func:`vdlib.vllm_backend.check_no_dropped`.
+:func:`vdlib.vllm_engine.check_no_dropped`.
 
 The command builder (:func:`server_command`) and the process handling need no vLLM: the unit
 tests run a fake server script.
@@ -48,7 +48,8 @@ from typing import Any
 from vdlib import generation
 from vdlib.generation import Sample
 from vdlib.seeding import derive_seed
-from vdlib.vllm_backend import check_no_dropped, extra_args
+from vdlib.vllm_backend import extra_args
+from vdlib.vllm_engine import check_no_dropped
 from vdlib.vocab_dropout import VocabDropout
 
 __all__ = ["PROCESSOR", "ServerStartError", "free_port", "server_command", "VLLMServer",
@@ -330,7 +331,7 @@ class ServerEngine:
 
     One request per prompt, sent ``concurrency`` at a time (the server batches them); prompt
     ``i`` gets the seed ``derive_seed(seed, "vllm", i)``, as in
-    :class:`~vdlib.vllm_backend.VLLMEngine`, so the samples match the offline engine's for the
+    :class:`~vdlib.vllm_engine.VLLMEngine`, so the samples match the offline engine's for the
     same model and vLLM build. Greedy (``temperature == 0``) sends ``n = 1`` and copies the
     completion ``n`` times. The server must load the vdlib processor (:class:`VLLMServer` does);
     a masked call that gets a dropped id back raises.
