@@ -116,6 +116,33 @@ def test_server_engine_spreads_requests_over_several_servers(tokenizer):
     assert len(out) == 8 and sorted(seen) == ["http://a:1"] * 2 + ["http://b:2"] * 2
 
 
+def test_server_engine_sends_every_batch_at_once_with_its_own_seed_and_mask(tokenizer):
+    from vdlib.generation import GenerationBatch
+    from vdlib.serving import ServerEngine
+
+    vd = VocabDropout.from_sizes(n_real=50, vocab_width=64, alpha=0.5, protected=[0])
+    allowed = vd.sample(7).nonzero().flatten().tolist()
+
+    def post(body, url=None):
+        return {"choices": [{"index": i, "text": "x", "finish_reason": "stop",
+                             "token_ids": [allowed[body["seed"] % len(allowed)]]}
+                            for i in range(body["n"])]}
+
+    batches = [GenerationBatch(["p0"], n=3, seed=1, vocab_dropout=vd, mask_seed=7),
+               GenerationBatch(["p1", "p2"], n=2, seed=2)]
+    together_engine = ServerEngine("http://a:1", "m", tokenizer)
+    bodies = []
+    together_engine._post = lambda body, url=None: bodies.append(body) or post(body)
+    together = together_engine.generate_batches(batches, max_new_tokens=2)
+    one = ServerEngine("http://a:1", "m", tokenizer)
+    one._post = post
+    assert together == [one.generate(b.prompts, n=b.n, seed=b.seed, max_new_tokens=2,
+                                     vocab_dropout=b.vocab_dropout, mask_seed=b.mask_seed)
+                        for b in batches]
+    assert len(bodies) == 3 and "vllm_xargs" in bodies[0] and "vllm_xargs" not in bodies[1]
+    assert [s.mask_seed for s in together[0]] == [7, 7, 7]
+
+
 def _fake_vllm(monkeypatch, with_v2: bool) -> type:
     class V1(abc.ABC):
         @abc.abstractmethod

@@ -384,33 +384,56 @@ class ServerEngine:
                  logits_processors: Sequence[Any] | None = None,
                  vocab_dropout: VocabDropout | None = None,
                  mask_seed: int | None = None) -> list[Sample]:
-        generation.check_generate_args(prompts, n, temperature, top_p, top_k, max_new_tokens)
         if logits_processors:
             raise ValueError("transformers logits processors cannot run inside a vLLM server; "
                              "load vLLM processors with --logits-processors")
-        if (vocab_dropout is None) != (mask_seed is None):
-            raise ValueError("vocab_dropout and mask_seed go together: pass both or neither")
-        xargs = extra_args(vocab_dropout, mask_seed, flat=True) \
-            if vocab_dropout is not None else None
+        batch = generation.GenerationBatch(prompts, n=n, seed=seed, vocab_dropout=vocab_dropout,
+                                           mask_seed=mask_seed)
+        return self.generate_batches([batch], temperature=temperature, top_p=top_p,
+                                     top_k=top_k, max_new_tokens=max_new_tokens)[0]
+
+    def generate_batches(self, batches: Sequence[generation.GenerationBatch], *,
+                         temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0,
+                         max_new_tokens: int = 256) -> list[list[Sample]]:
+        """Every batch's requests in flight together (``concurrency`` at a time), each batch
+        with its own seeds and mask: the samples of one :meth:`generate` call per batch."""
         greedy = temperature == 0
-        seeds = [derive_seed(seed, "vllm", i) for i in range(len(prompts))]
-        enc = self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
-        bodies = [self.request_body(list(ids), n=1 if greedy else n, temperature=temperature,
-                                    top_p=top_p, top_k=top_k, max_new_tokens=max_new_tokens,
-                                    seed=s, xargs=xargs) for ids, s in zip(enc, seeds, strict=True)]
-        with ThreadPoolExecutor(max_workers=min(self.concurrency, max(1, len(bodies)))) as pool:
-            urls = [self.base_urls[i % len(self.base_urls)] for i in range(len(bodies))]
-            answers = list(pool.map(self._post, bodies, urls))
-        samples: list[Sample] = []
-        for pi, (prompt, data) in enumerate(zip(prompts, answers, strict=True)):
+        requests: list[tuple[int, int, int, str]] = []  # (batch, prompt index, seed, prompt)
+        bodies: list[dict[str, Any]] = []
+        for bi, b in enumerate(batches):
+            generation.check_generate_args(b.prompts, b.n, temperature, top_p, top_k,
+                                           max_new_tokens)
+            if (b.vocab_dropout is None) != (b.mask_seed is None):
+                raise ValueError("vocab_dropout and mask_seed go together: pass both or neither")
+            xargs = extra_args(b.vocab_dropout, b.mask_seed, flat=True) \
+                if b.vocab_dropout is not None else None
+            enc = self.tokenizer(list(b.prompts), add_special_tokens=False)["input_ids"] \
+                if b.prompts else []
+            for pi, (prompt, ids) in enumerate(zip(b.prompts, enc, strict=True)):
+                s = derive_seed(b.seed, "vllm", pi)
+                requests.append((bi, pi, s, prompt))
+                bodies.append(self.request_body(list(ids), n=1 if greedy else b.n,
+                                                temperature=temperature, top_p=top_p,
+                                                top_k=top_k, max_new_tokens=max_new_tokens,
+                                                seed=s, xargs=xargs))
+        answers: list[dict[str, Any]] = []
+        if bodies:
+            with ThreadPoolExecutor(max_workers=min(self.concurrency, len(bodies))) as pool:
+                urls = [self.base_urls[i % len(self.base_urls)] for i in range(len(bodies))]
+                answers = list(pool.map(self._post, bodies, urls))
+        result: list[list[Sample]] = [[] for _ in batches]
+        for (bi, pi, s, prompt), data in zip(requests, answers, strict=True):
+            n = batches[bi].n
             parsed = sorted(_parse_choice(c, f"prompt {pi}") for c in data["choices"])
             if [p[0] for p in parsed] != list(range(1 if greedy else n)):
                 raise RuntimeError(f"prompt {pi}: choice indices {[p[0] for p in parsed]}")
             for si in range(n):
                 _, ids, _, reason = parsed[0 if greedy else si]
                 text = self.tokenizer.decode(ids, skip_special_tokens=True)
-                samples.append(Sample(prompt, pi, si, ids, text, reason, seeds[pi], mask_seed))
-        if vocab_dropout is not None:
-            check_no_dropped(samples, vocab_dropout)
-        logger.debug("vLLM server: %d samples (mask_seed %s)", len(samples), mask_seed)
-        return samples
+                result[bi].append(Sample(prompt, pi, si, ids, text, reason, s,
+                                         batches[bi].mask_seed))
+        for b, samples in zip(batches, result, strict=True):
+            if b.vocab_dropout is not None:
+                check_no_dropped(samples, b.vocab_dropout)
+        logger.debug("vLLM server: %d batches, %d samples", len(batches), sum(map(len, result)))
+        return result
