@@ -227,3 +227,16 @@ def test_show_and_png_without_saving(metrics, tmp_path):
     assert plots.show(fig).data[:4] == b"\x89PNG"
     saved = plots.question_profile(metrics, tmp_path)
     assert plots.show(saved).data == saved.paths[0].read_bytes()
+
+
+def test_saving_a_figure_twice_gives_the_same_bytes(tmp_path):
+    import matplotlib.pyplot as plt
+
+    from vdlib.plots import save_figure
+
+    fig, ax = plt.subplots()
+    ax.plot([1, 2, 3], [3, 1, 2])
+    first = [p.read_bytes() for p in save_figure(fig, tmp_path / "a", "f")]
+    second = [p.read_bytes() for p in save_figure(fig, tmp_path / "b", "f")]
+    plt.close(fig)
+    assert first == second and len(first) == 2

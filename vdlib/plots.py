@@ -88,7 +88,7 @@ class PlotResult:
 def save_figure(fig: Any, out_dir: str | os.PathLike, name: str,
                 formats: Sequence[str] = ("png", "pdf"), dpi: int | None = None) -> list[Path]:
     """Save ``fig`` as ``out_dir/name.<fmt>`` for each format, atomically (temp file + rename);
-    returns the paths."""
+    returns the paths. The files hold no timestamp, so a figure saved again is byte-identical."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -97,7 +97,9 @@ def save_figure(fig: Any, out_dir: str | os.PathLike, name: str,
         tmp = out / f".{path.name}.{os.getpid()}.tmp"  # open() keeps the umask's mode
         try:
             with open(tmp, "wb") as fh:
-                fig.savefig(fh, format=fmt, bbox_inches="tight", dpi=dpi or DPI)
+                # no creation date in a PDF: the same figure gives the same bytes
+                meta = {"CreationDate": None} if fmt == "pdf" else None
+                fig.savefig(fh, format=fmt, bbox_inches="tight", dpi=dpi or DPI, metadata=meta)
             os.replace(tmp, path)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
