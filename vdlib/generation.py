@@ -27,7 +27,8 @@ from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
 from vdlib.seeding import derive_seed
 from vdlib.vocab_dropout import VocabDropout
 
-__all__ = ["Sample", "GenerationEngine", "GenerationBatch", "HFEngine", "eos_token_ids",
+__all__ = ["Sample", "GenerationEngine", "GenerationBatch", "BatchedGenerate", "HFEngine",
+           "eos_token_ids",
            "check_generate_args", "generate_batches"]
 
 logger = logging.getLogger(__name__)
@@ -84,6 +85,26 @@ def generate_batches(engine: Any, batches: Sequence[GenerationBatch], **sampling
         return own(batches, **sampling)
     return [engine.generate(b.prompts, n=b.n, seed=b.seed, vocab_dropout=b.vocab_dropout,
                             mask_seed=b.mask_seed, **sampling) for b in batches]
+
+
+class BatchedGenerate:
+    """``generate`` for an engine whose work is done by ``generate_batches``: one batch. The
+    subclass sets ``PROCESSOR_HINT``, the error for transformers logits processors, which
+    cannot run inside its engine."""
+
+    PROCESSOR_HINT = "transformers logits processors cannot run inside this engine"
+
+    def generate(self, prompts: Sequence[str], *, n: int = 1, temperature: float = 1.0,
+                 top_p: float = 1.0, top_k: int = 0, max_new_tokens: int = 256, seed: int = 0,
+                 logits_processors: Sequence[Any] | None = None,
+                 vocab_dropout: VocabDropout | None = None,
+                 mask_seed: int | None = None) -> list[Sample]:
+        if logits_processors:
+            raise ValueError(self.PROCESSOR_HINT)
+        batch = GenerationBatch(prompts, n=n, seed=seed, vocab_dropout=vocab_dropout,
+                                mask_seed=mask_seed)
+        return self.generate_batches([batch], temperature=temperature,  # type: ignore[attr-defined]
+                                     top_p=top_p, top_k=top_k, max_new_tokens=max_new_tokens)[0]
 
 
 class GenerationEngine(Protocol):

@@ -50,7 +50,6 @@ from vdlib.generation import Sample
 from vdlib.seeding import derive_seed
 from vdlib.vllm_backend import extra_args
 from vdlib.vllm_engine import check_no_dropped
-from vdlib.vocab_dropout import VocabDropout
 
 __all__ = ["PROCESSOR", "ServerStartError", "free_port", "server_command", "VLLMServer",
            "ServerEngine", "log_tail"]
@@ -326,7 +325,7 @@ def _parse_choice(choice: Any, where: str) -> tuple[int, list[int], str, str]:
     return index, ids, text if isinstance(text, str) else "", reason
 
 
-class ServerEngine:
+class ServerEngine(generation.BatchedGenerate):
     """:class:`vdlib.generation.GenerationEngine` over a vLLM server's ``/v1/completions``.
 
     One request per prompt, sent ``concurrency`` at a time (the server batches them); prompt
@@ -336,6 +335,9 @@ class ServerEngine:
     completion ``n`` times. The server must load the vdlib processor (:class:`VLLMServer` does);
     a masked call that gets a dropped id back raises.
     """
+
+    PROCESSOR_HINT = ("transformers logits processors cannot run inside a vLLM server; "
+                      "load vLLM processors with --logits-processors")
 
     def __init__(self, base_url: str | Sequence[str], model: str, tokenizer: Any, *,
                  concurrency: int = 64, timeout: float = 3600.0) -> None:
@@ -378,19 +380,6 @@ class ServerEngine:
         if xargs:
             body["vllm_xargs"] = xargs
         return body
-
-    def generate(self, prompts: Sequence[str], *, n: int = 1, temperature: float = 1.0,
-                 top_p: float = 1.0, top_k: int = 0, max_new_tokens: int = 256, seed: int = 0,
-                 logits_processors: Sequence[Any] | None = None,
-                 vocab_dropout: VocabDropout | None = None,
-                 mask_seed: int | None = None) -> list[Sample]:
-        if logits_processors:
-            raise ValueError("transformers logits processors cannot run inside a vLLM server; "
-                             "load vLLM processors with --logits-processors")
-        batch = generation.GenerationBatch(prompts, n=n, seed=seed, vocab_dropout=vocab_dropout,
-                                           mask_seed=mask_seed)
-        return self.generate_batches([batch], temperature=temperature, top_p=top_p,
-                                     top_k=top_k, max_new_tokens=max_new_tokens)[0]
 
     def generate_batches(self, batches: Sequence[generation.GenerationBatch], *,
                          temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0,

@@ -58,7 +58,7 @@ def _uses_v2_runner(llm: Any) -> bool:
     return os.environ.get("VLLM_USE_V2_MODEL_RUNNER", "").lower() not in ("0", "false")
 
 
-class VLLMEngine:
+class VLLMEngine(generation.BatchedGenerate):
     """:class:`vdlib.generation.GenerationEngine` over ``vllm.LLM.generate``.
 
     ``route="processor"`` sends the mask as extra args (the LLM must load
@@ -68,6 +68,9 @@ class VLLMEngine:
     (vLLM seeds its ``n`` samples with seed + sample index). Every masked call ends with
     :func:`check_no_dropped`.
     """
+
+    PROCESSOR_HINT = ("transformers logits processors cannot run inside vLLM; load vLLM "
+                      "processors with LLM(logits_processors=[...])")
 
     def __init__(self, llm: Any, tokenizer: Any = None, *, route: str = "processor",
                  show_progress: bool = True) -> None:
@@ -89,19 +92,6 @@ class VLLMEngine:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-    def generate(self, prompts: Sequence[str], *, n: int = 1, temperature: float = 1.0,
-                 top_p: float = 1.0, top_k: int = 0, max_new_tokens: int = 256, seed: int = 0,
-                 logits_processors: Sequence[Any] | None = None,
-                 vocab_dropout: VocabDropout | None = None,
-                 mask_seed: int | None = None) -> list[Sample]:
-        if logits_processors:
-            raise ValueError("transformers logits processors cannot run inside vLLM; load vLLM "
-                             "processors with LLM(logits_processors=[...])")
-        batch = GenerationBatch(prompts, n=n, seed=seed, vocab_dropout=vocab_dropout,
-                                mask_seed=mask_seed)
-        return self.generate_batches([batch], temperature=temperature, top_p=top_p, top_k=top_k,
-                                     max_new_tokens=max_new_tokens)[0]
 
     def _mask_kw(self, batch: GenerationBatch) -> dict[str, Any]:
         vd, seed = batch.vocab_dropout, batch.mask_seed
