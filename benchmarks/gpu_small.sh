@@ -9,7 +9,7 @@
 # MATH500 test files from ../shared/benchmarks, gitignored) carried along on EVERY command
 # (an ignored folder that a command does not carry is not there):
 #   GRID_GPUS=0,0,0 SPARE=0 bash benchmarks/gpu_small.sh grid 0   # repeat until all done
-#   bash benchmarks/gpu_small.sh eval 0     # the final solvers, one arm per GPU (or all on one)
+#   bash benchmarks/gpu_small.sh eval 0     # the final solvers (one job per arm and seed on N GPUs)
 #   bash benchmarks/gpu_small.sh export 0   # $OUT/gpu_small_main.json and runs/
 # Exports of different machine holds join with `python benchmarks/gpu_small.py merge`.
 set -o pipefail
@@ -55,12 +55,18 @@ print(ModelStore(cfg).base(cfg.solver_model, 'base'))" > "$OUT/gpu_small_prepare
     exit $rc
     ;;
 eval)
+    # one job per arm (its seeds in turn) on one GPU; one job per arm and seed, round robin,
+    # on several (at most three evaluations share a GPU either way)
     i=0
     for arm in baseline vd85 vd75; do
-        CUDA_VISIBLE_DEVICES=$((i % ngpu)) timeout ${LIMIT:-560} python3 benchmarks/gpu_small.py \
-            eval-runs $P --output-dir $D --seeds $seeds --arms $arm \
-            > "$OUT/gpu_small_eval_$arm.log" 2>&1 &
-        i=$((i + 1))
+        if [ "$ngpu" -gt 1 ]; then jobs="$seeds"; else jobs="all"; fi
+        for s in $jobs; do
+            if [ "$s" = all ]; then sel="$seeds"; log=$arm; else sel=$s; log=$arm-seed$s; fi
+            CUDA_VISIBLE_DEVICES=$((i % ngpu)) timeout ${LIMIT:-560} python3 \
+                benchmarks/gpu_small.py eval-runs $P --output-dir $D --seeds $sel --arms $arm \
+                > "$OUT/gpu_small_eval_$log.log" 2>&1 &
+            i=$((i + 1))
+        done
     done
     wait
     grep -h "gpu_small:" "$OUT"/gpu_small_eval_*.log
