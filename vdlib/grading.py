@@ -7,16 +7,19 @@ evaluation parsed bare strings and missed exactly this). It never raises and nev
 
 - cheap checks first, without sympy: identical after normalisation -> True; two plain
   integers -> equal as integers (what math-verify answers for them, in microseconds);
-- in a process's main thread, math-verify's own ``signal.alarm`` timeouts bound each parse and
-  comparison (``timeout`` seconds, rounded up);
-- in any other thread, where signals cannot be used, the comparison runs in one persistent
-  helper process (started on first use) and is abandoned after ``timeout`` seconds: the helper
-  is then killed and restarted, and the answer counts as not equivalent.
+- everything else runs in one persistent helper process (started on first use, from any
+  thread). There math-verify's own ``signal.alarm`` timeouts bound each parse and comparison
+  (``timeout`` seconds, rounded up); a comparison that still has not answered after
+  ``timeout`` + 1 s (sympy inside C code that holds the GIL and never sees the alarm; one
+  froze a GPU run's scoring stage for good) gets the helper killed and restarted, and counts
+  as not equivalent.
 
 ``majority_vote(answers)`` groups answers greedily in order of first appearance: an answer joins
 the first group whose first member it equals (as a string, or ``is_equivalent`` in either
 direction); ``None`` (a failed extraction) counts in the denominator and never forms a group;
 acc = size of the largest group / number of answers; ties go to the group that appeared first.
+An answer whose comparison ran into the timeout is compared as a string only from then on, so
+ten pathological answers cost about ten timeouts, not ninety.
 
 >>> is_equivalent("\\\\frac{1}{2}", "0.5"), is_equivalent("1,000", "1000"), is_equivalent("3", "4")
 (True, True, False)
@@ -34,6 +37,7 @@ import math
 import multiprocessing as mp
 import re
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -98,34 +102,45 @@ def _verify_here(gold: str, pred: str, timeout: int) -> bool:
     return bool(verify(list(g), list(p), timeout_seconds=timeout))
 
 
-def _worker_loop(conn: Any) -> None:  # runs in the helper process's main thread
+def _worker_loop(conn: Any, compare: Any = None) -> None:  # the helper's main thread
+    compare = compare or _verify_here
     while True:
         try:
             gold, pred, timeout = conn.recv()
         except (EOFError, OSError):
             return
         try:
-            result = _verify_here(gold, pred, timeout)
+            result = compare(gold, pred, timeout)
         except Exception:  # noqa: BLE001 - untrusted input: any failure is "not equivalent"
             result = False
         conn.send(result)
 
 
 class _HelperProcess:
-    """One persistent process that runs comparisons for non-main threads, with a hard timeout."""
+    """One persistent process that runs the math-verify comparisons, with a hard timeout.
 
-    def __init__(self) -> None:
+    ``compare`` (a picklable ``(gold, pred, timeout) -> bool``) replaces math-verify in tests.
+    """
+
+    GRACE = 1.0  # seconds past ``timeout`` before the helper counts as stuck and is killed
+    START_UP = 30.0  # extra budget of the first comparison: the helper's start and imports
+
+    def __init__(self, compare: Any = None) -> None:
+        self._compare = compare
         self._lock = threading.Lock()
         self._proc: Any = None
         self._conn: Any = None
+        self._warm = False
+        self.timeouts = 0  # comparisons that ran out of time, soft or hard
 
     def _start(self) -> None:
         ctx = mp.get_context("spawn")
         self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_worker_loop, args=(child,), daemon=True,
+        self._proc = ctx.Process(target=_worker_loop, args=(child, self._compare), daemon=True,
                                  name="vdlib-grading")
         self._proc.start()
         child.close()
+        self._warm = False
 
     def _kill(self) -> None:
         if self._proc is not None:
@@ -133,35 +148,38 @@ class _HelperProcess:
             self._proc.join(timeout=5)
         self._proc = self._conn = None
 
-    def compare(self, gold: str, pred: str, timeout: float) -> bool:
+    def compare(self, gold: str, pred: str, timeout: float) -> bool | None:
+        """The verdict, or None when the comparison ran out of time (soft or hard)."""
         with self._lock:
             if self._proc is None or not self._proc.is_alive():
                 self._start()
-            # the first call also pays the helper's start-up and imports
-            budget = timeout + (30.0 if not getattr(self._proc, "_vd_warm", False) else 0.0)
+            warm = self._warm
+            budget = timeout + self.GRACE + (0.0 if warm else self.START_UP)
+            started = time.monotonic()
             try:
                 self._conn.send((gold, pred, max(1, math.ceil(timeout))))
                 if self._conn.poll(budget):
                     result = bool(self._conn.recv())
-                    self._proc._vd_warm = True
+                    self._warm = True
+                    # math-verify's own alarm answers False at the timeout: count it as one
+                    if not result and warm and time.monotonic() - started >= timeout:
+                        self.timeouts += 1
+                        return None
                     return result
             except (EOFError, OSError, BrokenPipeError):
                 pass
             logger.warning("answer comparison exceeded %.1f s; restarting the grading helper",
                            timeout)
             self._kill()
-            return False
+            self.timeouts += 1
+            return None
 
 
 _HELPER = _HelperProcess()
 
 
-def is_equivalent(gold: Any, pred: Any, timeout: float = DEFAULT_TIMEOUT) -> bool:
-    """True when ``pred`` is mathematically equivalent to ``gold`` (see the module docstring).
-
-    Non-string or empty inputs give False. Never raises; bounded by ``timeout`` seconds per
-    comparison in any thread (see the module docstring for how).
-    """
+def _equivalent(gold: Any, pred: Any, timeout: float) -> bool | None:
+    """:func:`is_equivalent`, with None for a comparison that ran out of time."""
     if not isinstance(gold, str) or not isinstance(pred, str):
         return False
     g, p = normalize_answer(gold), normalize_answer(pred)
@@ -173,13 +191,16 @@ def is_equivalent(gold: Any, pred: Any, timeout: float = DEFAULT_TIMEOUT) -> boo
         return int(g) == int(p)
     if len(g) > _MAX_LEN or len(p) > _MAX_LEN:
         return False
-    if threading.current_thread() is not threading.main_thread():
-        return _HELPER.compare(g, p, timeout)
-    try:
-        return _verify_here(g, p, max(1, math.ceil(timeout)))
-    except Exception as err:  # noqa: BLE001 - untrusted input
-        logger.debug("math-verify failed on %r vs %r: %s", g, p, err)
-        return False
+    return _HELPER.compare(g, p, timeout)
+
+
+def is_equivalent(gold: Any, pred: Any, timeout: float = DEFAULT_TIMEOUT) -> bool:
+    """True when ``pred`` is mathematically equivalent to ``gold`` (see the module docstring).
+
+    Non-string or empty inputs give False. Never raises; bounded by ``timeout`` + 1 s per
+    comparison in any thread (plus the helper's start-up on first use).
+    """
+    return bool(_equivalent(gold, pred, timeout))
 
 
 def majority_vote(answers: Sequence[str | None],
@@ -190,12 +211,27 @@ def majority_vote(answers: Sequence[str | None],
     ``len(answers)`` (None answers included). No valid answer gives ``(None, 0.0)``.
     """
     groups: list[list[str]] = []
+    slow: set[str] = set()  # answers that ran into the timeout: compared as strings from then on
+
+    def same(head: str, a: str) -> bool:
+        if a == head:
+            return True
+        if head in slow or a in slow:
+            return False
+        for x, y in ((head, a), (a, head)):
+            verdict = _equivalent(x, y, timeout)
+            if verdict is None:
+                slow.update((head, a))
+                return False
+            if verdict:
+                return True
+        return False
+
     for a in answers:
         if not isinstance(a, str) or not a.strip():
             continue
         for g in groups:
-            head = g[0]
-            if a == head or is_equivalent(head, a, timeout) or is_equivalent(a, head, timeout):
+            if same(g[0], a):
                 g.append(a)
                 break
         else:

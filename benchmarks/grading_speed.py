@@ -1,0 +1,96 @@
+"""Majority voting: every math-verify comparison in the grading helper process (hard timeout)
+against the same comparisons in the calling process (math-verify's alarm only, which sympy
+stuck in C code never sees), measured in the same run.
+
+    python benchmarks/grading_speed.py [--questions 300] [--m 10] [--out PATH]
+
+Each question gets ``--m`` synthetic solver answers drawn from a few spellings of two or three
+values (``\\frac{1}{2}``, ``0.5``, ``\\dfrac12``, ``2\\sqrt{3}``, ``\\sqrt{12}``, integers with
+thousands separators, ...), so that the vote needs real sympy comparisons, not only the string
+and integer fast paths. Both paths must give identical votes. Prints the ratio helper /
+in-process (> 1: the helper is slower).
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_common import report  # noqa: E402
+
+from vdlib import grading  # noqa: E402
+
+SPELLINGS = [
+    ["\\frac{1}{2}", "0.5", "\\dfrac{1}{2}", "1/2"],
+    ["2\\sqrt{3}", "\\sqrt{12}", "2 \\sqrt 3"],
+    ["1,000", "1000", "1000.0"],
+    ["\\frac{3}{4}", "0.75", "\\frac{6}{8}"],
+    ["\\pi", "\\pi r^2", "3.14159"],
+    ["x^2+1", "1+x^2", "(x+i)(x-i)"],
+    ["12", "\\boxed{12}", "12.0", "13"],
+]
+
+
+def synthetic_votes(n: int, m: int, seed: int = 0) -> list[list[str]]:
+    """``n`` answer lists of length ``m``, each mixing the spellings of 2-3 value groups."""
+    rng = random.Random(seed)
+    votes = []
+    for _ in range(n):
+        groups = rng.sample(SPELLINGS, rng.choice([2, 3]))
+        votes.append([rng.choice(rng.choice(groups)) for _ in range(m)])
+    return votes
+
+
+class _InProcess:
+    """The comparison in the calling thread (the code path before the helper took every one)."""
+
+    timeouts = 0
+
+    def compare(self, gold: str, pred: str, timeout: float) -> bool:
+        try:
+            return grading._verify_here(gold, pred, max(1, int(timeout + 0.999)))
+        except Exception:  # noqa: BLE001
+            return False
+
+
+def _run(votes: list[list[str]], helper) -> tuple[float, list]:
+    grading._HELPER = helper
+    grading._parse.cache_clear()
+    t = time.perf_counter()
+    out = [grading.majority_vote(v) for v in votes]
+    return time.perf_counter() - t, out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--questions", type=int, default=300)
+    p.add_argument("--m", type=int, default=10)
+    p.add_argument("--out", help="append the JSON result to this file")
+    args = p.parse_args()
+    votes = synthetic_votes(args.questions, args.m)
+    helper = grading._HelperProcess()
+    helper.compare("1", "2", 5)  # start-up and imports outside the timing
+    grading.is_equivalent("\\frac{1}{2}", "0.5")  # in-process imports too
+    t_here, here = _run(votes, _InProcess())
+    t_helper, via_helper = _run(votes, helper)
+    helper._kill()
+    if here != via_helper:
+        raise SystemExit("the helper's votes differ from the in-process votes")
+    result = {"benchmark": "grading_speed", "questions": args.questions, "m": args.m,
+              "in_process_s": round(t_here, 3), "helper_s": round(t_helper, 3),
+              "ratio_helper_over_in_process": round(t_helper / t_here, 3),
+              "python": platform.python_version(), "machine": platform.machine()}
+    report(result, f"majority vote over {args.questions} x {args.m} answers: helper "
+                   f"{t_helper:.2f} s, in-process {t_here:.2f} s "
+                   f"(ratio {t_helper / t_here:.2f}, identical votes)", args.out)
+
+
+if __name__ == "__main__":
+    main()
