@@ -90,8 +90,26 @@ def pass1_from_log(text: str, runs: int, benchmarks: list[str]) -> dict:
     return out
 
 
+def _load_part(spec: str) -> dict:
+    """A ``--parts`` entry: ``FILE``, or ``FILE::RUN,RUN`` to take only those runs of it (the
+    base record always comes along)."""
+    path, _, only = spec.partition("::")
+    data = load_results(path)
+    if only:
+        keep = set(only.split(","))
+        found = {layout.arm_run_id(r["arm"], r["seed"]) for r in data["records"]
+                 if r["arm"] != "base"}
+        if keep - found:
+            raise SystemExit(f"--parts {spec}: no run {sorted(keep - found)} in {path}; "
+                             f"it has {sorted(found)}")
+        data["records"] = [r for r in data["records"] if r["arm"] == "base"
+                           or layout.arm_run_id(r["arm"], r["seed"]) in keep]
+        data["seeds"] = sorted({r["seed"] for r in data["records"] if r["arm"] != "base"})
+    return data
+
+
 def _merge(args: argparse.Namespace) -> int:
-    data = merge_results([load_results(f) for f in args.parts])
+    data = merge_results([_load_part(f) for f in args.parts])
     cfg = load_params(args.params)
     for arm, seed, log in args.eval_log or []:
         recs = [r for r in data["records"] if r["arm"] == arm and r["seed"] == int(seed)]
@@ -144,7 +162,7 @@ def main() -> int:
     p.add_argument("--arms", nargs="+")
     p.add_argument("--out", help="export, recompute: the JSON to write")
     p.add_argument("--generated", nargs="+", help="recompute: generated.jsonl(.gz) files")
-    p.add_argument("--parts", nargs="+", help="merge: results JSONs, earliest first")
+    p.add_argument("--parts", nargs="+", help="merge: results JSONs, earliest first; FILE::RUN,RUN takes only those runs")
     p.add_argument("--note", nargs=2, action="append", metavar=("KEY", "TEXT"),
                    help="merge: set a top-level field (e.g. completed, solver_eval)")
     p.add_argument("--eval-log", nargs=3, action="append", metavar=("ARM", "SEED", "LOG"),

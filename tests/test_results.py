@@ -112,13 +112,13 @@ def test_the_committed_results_regenerate_on_a_trimmed_copy(tmp_path):
 
 def test_merge_results_a_rerun_supersedes_and_cut_evaluations_count_per_benchmark():
     rec = lambda arm, seed, t, **kw: {"arm": arm, "seed": seed, "iteration": t, **kw}  # noqa: E731
-    old = {"arms": ["baseline", "vd75"], "seeds": [0, 1],
+    old = {"arms": ["baseline", "vd75"], "seeds": [0, 1], "card": "H100",
            "evaluation": {"runs": 3, "items": {"gsm8k": 1319}},
            "records": [rec("base", None, 0, pass1_gsm8k=1.3, pass1_gsm8k_runs=[1.3] * 3),
                        rec("baseline", 0, 1, self_bleu=0.5, pass1_gsm8k=1.1,
                            pass1_gsm8k_runs=[1.1] * 3),
                        rec("baseline", 1, 1, self_bleu=0.4), rec("vd75", 1, 1, self_bleu=0.3)]}
-    new = {"seeds": [0], "evaluation": {"runs": 3, "items": None},
+    new = {"seeds": [0], "card": "H200", "evaluation": {"runs": 3, "items": None},
            "records": [rec("vd75", 0, t, self_bleu=0.2) for t in (1, 2)]
            + [rec("baseline", 0, t, self_bleu=0.45) for t in (1, 2)]}
     new["records"][-1].update(pass1_gsm8k=0.9, pass1_gsm8k_runs=[0.9] * 3,
@@ -131,8 +131,10 @@ def test_merge_results_a_rerun_supersedes_and_cut_evaluations_count_per_benchmar
     assert keys == [("base", None, 0), ("baseline", 0, 1), ("baseline", 0, 2),
                     ("baseline", 1, 1), ("vd75", 0, 1), ("vd75", 0, 2), ("vd75", 1, 1)]
     assert m["records"][1]["self_bleu"] == 0.45 and "pass1_gsm8k" not in m["records"][1]
-    assert m["runs"]["baseline-seed0"] == {"iterations": [1, 2], "evaluated": True, "part": 1}
-    assert m["runs"]["vd75-seed1"]["part"] == 0
+    assert m["runs"]["baseline-seed0"] == {"iterations": [1, 2], "evaluated": True, "part": 1,
+                                           "card": "H200"}
+    assert m["runs"]["vd75-seed1"]["part"] == 0 and m["runs"]["vd75-seed1"]["card"] == "H100"
+    assert m["card"] == "H100, H200"  # every card of the merged runs, in part order
     p1 = pass1_table(m).set_index("arm")
     assert p1.loc["Baseline", "iteration"] == 2 and p1.loc["Baseline", "math500 seeds"] == 1
     assert p1.loc["VD75", "math500"] == "" and p1.loc["VD75", "gsm8k seeds"] == 1

@@ -95,13 +95,14 @@ def merge_results(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     (not None; nested dicts key by key);
     ``seeds`` becomes the sorted union, ``iterations`` the most iterations any run finished,
     and ``runs`` maps ``<arm>-seed<seed>`` to its finished iterations, whether its last one
-    was evaluated, and which part (index) it came from.
+    was evaluated, which part (index) it came from and that part's ``card``; the top-level
+    ``card`` names every card of the merged runs, in part order.
 
     >>> a = {"seeds": [0], "records": [{"arm": "x", "seed": 0, "iteration": 1}]}
     >>> b = {"seeds": [2], "records": [{"arm": "x", "seed": 2, "iteration": t} for t in (1, 2)]}
     >>> m = merge_results([a, b])
     >>> m["seeds"], m["iterations"], m["runs"]["x-seed2"]
-    ([0, 2], 2, {'iterations': [1, 2], 'evaluated': False, 'part': 1})
+    ([0, 2], 2, {'iterations': [1, 2], 'evaluated': False, 'part': 1, 'card': None})
     """
     meta: dict[str, Any] = {}
     by_run: dict[tuple[str, Any], tuple[int, list[dict[str, Any]]]] = {}
@@ -126,7 +127,11 @@ def merge_results(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "iterations": [r["iteration"] for r in by_run[(arm, seed)][1]],
         "evaluated": any(k.startswith(PASS1_PREFIX) and v is not None
                          for k, v in by_run[(arm, seed)][1][-1].items()),
-        "part": by_run[(arm, seed)][0]} for arm, seed in order}
+        "part": by_run[(arm, seed)][0],
+        "card": parts[by_run[(arm, seed)][0]].get("card")} for arm, seed in order}
+    cards = [parts[i].get("card") for i in sorted({v["part"] for v in summary.values()})]
+    if any(cards):
+        meta["card"] = ", ".join(dict.fromkeys(c for c in cards if c))
     meta.update(seeds=sorted(seeds), runs=summary,
                 iterations=max((len(v["iterations"]) for v in summary.values()), default=0))
     return {**meta, "records": records}
