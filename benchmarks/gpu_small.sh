@@ -9,6 +9,8 @@
 # MATH500 test files from ../shared/benchmarks, gitignored) carried along on EVERY command
 # (an ignored folder that a command does not carry is not there):
 #   bash benchmarks/gpu_small.sh install    # after the last wheel part, with .whl/ carried
+#     (each part goes in its own command; the checkout plus one part must stay under 64 MiB:
+#     `bash benchmarks/gpu_parts.sh` re-splits .gpu/ to fit as the committed tree grows)
 #   GRID_GPUS=0,0,0 SPARE=0 bash benchmarks/gpu_small.sh grid 0   # repeat until all done
 #   bash benchmarks/gpu_small.sh eval 0     # the final solvers (one job per arm and seed on N GPUs)
 #   bash benchmarks/gpu_small.sh export 0   # $OUT/gpu_small_main.json and runs/
