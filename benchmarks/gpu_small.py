@@ -12,7 +12,11 @@ params/gpu-small/main_table.yaml (benchmarks/gpu_small.sh calls it).
 each listed run's final solver (vLLM, the params' evaluation protocol; a complete evaluation is
 read back). ``export`` writes the results JSON (vdlib.results.collect_results: one record per
 arm, seed and iteration, with ``card``, ``vllm_version``, ``K``, ``M``, ``iterations``) and
-copies each run's small files (metrics, timing, questions gzipped, grid logs) beside it.
+copies each run's small files (metrics, timing, questions gzipped, grid logs) beside it. An
+iteration that the machine hold cut after its curriculum stage (its solver phase and metrics
+stage not run) still gives a record, marked ``"partial": "before the solver phase"``: its
+generation and curriculum metrics, computed on the machine with the metrics stage's own
+function (``metrics_partial.json`` in the copied files).
 ``recompute`` (on any machine) gives the generation-side metrics of an iteration whose later
 stages did not finish (valid fraction, Self-BLEU, Vendi, novelty, cumulative Vendi, distinct
 token ids) from its ``generated.jsonl`` alone, with the loop's own functions; run it on an
@@ -40,7 +44,16 @@ from vdlib.config import load_params
 from vdlib.evaluation import EvalSummary
 from vdlib.experiments import evaluate_base, evaluate_runs, read_evaluation
 from vdlib.launch import plan_grid
-from vdlib.results import PASS1_PREFIX, collect_results, load_results, merge_results
+from vdlib.results import (
+    PASS1_PREFIX,
+    RECORD_FIELDS,
+    collect_results,
+    load_results,
+    merge_results,
+)
+
+PARTIAL = "before the solver phase"
+PARTIAL_FILE = "metrics_partial.json"
 
 logger = logging.getLogger("gpu_small")
 
@@ -52,6 +65,46 @@ def _cfg(args: argparse.Namespace):
 def _runs(cfg, seeds, arms=None) -> dict:
     return {(r.arm, r.seed): r.run_dir for r in plan_grid(cfg, seeds)
             if arms is None or r.arm in arms}
+
+
+def _cut_iteration(run_dir: Path) -> tuple[int, Path] | None:
+    """The first iteration whose curriculum exists but whose metrics stage did not run."""
+    for t, folder in layout.iteration_dirs(run_dir, "curriculum.jsonl"):
+        if not (folder / layout.METRICS_FILE).is_file():
+            return t, folder
+    return None
+
+
+def partial_records(runs: dict) -> list[dict]:
+    """A record (``partial``) per run cut after its curriculum stage, from the metrics stage's
+    own function over that iteration's files; the metrics also go to ``metrics_partial.json``
+    in the iteration folder."""
+    from vdlib.artifacts import atomic_write_json
+    from vdlib.metrics.run_metrics import compute_iteration_metrics
+    from vdlib.models import load_tokenizer
+    from vdlib.vocab_dropout import phase_alphas
+
+    records = []
+    for (arm, seed), run_dir in runs.items():
+        cut = _cut_iteration(Path(run_dir))
+        if cut is None:
+            continue
+        t, folder = cut
+        rcfg = load_params(layout.config_path(run_dir))
+        previous = [f for s, f in layout.iteration_dirs(Path(run_dir)) if s < t]
+        mcfg = rcfg.metrics
+        proposer = folder / "proposer_model"
+        m = compute_iteration_metrics(
+            folder, t, phase_alphas(rcfg, t), previous_dirs=previous,
+            embedder=None if mcfg.embedder == "none" else mcfg.embedder,
+            tokenizer=load_tokenizer(str(proposer if proposer.is_dir() else rcfg.model.proposer)),
+            novelty_threshold=mcfg.novelty_threshold)
+        atomic_write_json(folder / PARTIAL_FILE, m)
+        records.append({"arm": arm, "seed": seed, "iteration": t,
+                        **{k: m.get(k) for k in RECORD_FIELDS}, "partial": PARTIAL})
+        logger.info("%s-seed%s: iteration %d cut %s; its generation metrics recorded", arm,
+                    seed, t, PARTIAL)
+    return records
 
 
 def _read_eval(run_dir: Path, cfg) -> EvalSummary | None:
@@ -162,7 +215,8 @@ def main() -> int:
     p.add_argument("--arms", nargs="+")
     p.add_argument("--out", help="export, recompute: the JSON to write")
     p.add_argument("--generated", nargs="+", help="recompute: generated.jsonl(.gz) files")
-    p.add_argument("--parts", nargs="+", help="merge: results JSONs, earliest first; FILE::RUN,RUN takes only those runs")
+    p.add_argument("--parts", nargs="+",
+                   help="merge: results JSONs, earliest first; FILE::RUN,RUN takes only those runs")
     p.add_argument("--note", nargs=2, action="append", metavar=("KEY", "TEXT"),
                    help="merge: set a top-level field (e.g. completed, solver_eval)")
     p.add_argument("--eval-log", nargs=3, action="append", metavar=("ARM", "SEED", "LOG"),
@@ -207,15 +261,18 @@ def main() -> int:
                            "max_new_tokens": cfg.evaluation.max_new_tokens,
                            "items": {b: r.n for b, r in base.results.items()} if base else None}}
     data = collect_results(runs, evals, base, meta)
+    data["records"] += partial_records(runs)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=1) + "\n")
     files = out.parent / "runs"
     for (arm, seed), run_dir in runs.items():
-        for t, folder in layout.iteration_dirs(Path(run_dir), layout.METRICS_FILE):
+        done = layout.iteration_dirs(Path(run_dir), layout.METRICS_FILE)
+        cut = layout.iteration_dirs(Path(run_dir), PARTIAL_FILE)
+        for t, folder in sorted(set(done) | {c for c in cut if c[0] not in dict(done)}):
             dest = files / f"{arm}-seed{seed}" / f"iter_{t}"
             dest.mkdir(parents=True, exist_ok=True)
-            for name in ("metrics.json", "timing.json", "proposer_train.json",
+            for name in ("metrics.json", PARTIAL_FILE, "timing.json", "proposer_train.json",
                          "solver_train.json"):
                 if (folder / name).is_file():
                     shutil.copy(folder / name, dest / name)

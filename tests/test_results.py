@@ -163,3 +163,52 @@ def test_the_committed_json_is_the_merge_of_the_committed_exports(tmp_path):
     subprocess.run(["bash", "benchmarks/results/gpu_small/merge.sh", str(out)], cwd=ROOT,
                    env=env, check=True, capture_output=True, timeout=300)
     assert json.loads(out.read_text()) == load_results(COMMITTED)
+
+
+def _gpu_small_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_small", ROOT / "benchmarks" / "gpu_small.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_an_iteration_cut_before_its_solver_phase_still_gives_its_generation_record(tmp_path):
+    """benchmarks/gpu_small.py export: a run that the machine hold stopped after iteration 2's
+    curriculum stage records that iteration too, marked partial, with the metrics stage's own
+    numbers; merging counts it in the tables but not among the finished iterations."""
+    from vdlib.config import load_params, save_params
+
+    gs = _gpu_small_module()
+    run = tmp_path / "vd75-seed0"
+    save_params(load_params({"profile": "tiny", "metrics": {"embedder": "none"}}),
+                run / "config.yaml")
+    q = ["How many apples are left if 3 of 7 are eaten?", "What is 12 times 4?",
+         "Find x if 2x + 3 = 11.", "How many apples are left if 3 of 9 are eaten?"]
+    for t in (1, 2):
+        it = run / f"iter_{t}"
+        it.mkdir(parents=True)
+        rows = [{"question": x, "valid": True, "acc": 0.5, "proposer_agrees": True} for x in q]
+        (it / "questions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (it / "curriculum.jsonl").write_text(json.dumps(rows[0]) + "\n")
+        (it / "proposer_rollouts.jsonl").write_text(json.dumps({"valid": True, "reward": 0.3})
+                                                    + "\n")
+        (it / "proposer_train.json").write_text(json.dumps({"masked": True, "log_history": [
+            {"entropy": 1.5}], "mask_log": [{"kept_fraction": 0.75}]}))
+    (run / "iter_1" / "solver_train.json").write_text(json.dumps({"mean_reward": 0.4}))
+    (run / "iter_1" / "metrics.json").write_text(json.dumps({"self_bleu": 0.5}))
+    recs = gs.partial_records({("vd75", 0): run})
+    assert len(recs) == 1
+    rec = recs[0]
+    assert (rec["arm"], rec["seed"], rec["iteration"], rec["partial"]) == \
+        ("vd75", 0, 2, gs.PARTIAL)
+    assert rec["valid_fraction"] == 1.0 and rec["curriculum_size"] == 1
+    assert 0.0 < rec["self_bleu"] < 1.0 and rec["unique_tokens"] > 0
+    written = json.loads((run / "iter_2" / gs.PARTIAL_FILE).read_text())
+    assert written["solver_trained"] is None and written["iteration"] == 2
+    done = collect_results({("vd75", 0): run})
+    merged = merge_results([{**done, "records": done["records"] + recs}])
+    assert merged["runs"]["vd75-seed0"]["iterations"] == [1]
+    assert merged["runs"]["vd75-seed0"]["partial_iterations"] == [2]
+    assert merged["iterations"] == 1

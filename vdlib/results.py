@@ -87,6 +87,22 @@ def _update_meta(dst: dict[str, Any], src: Mapping[str, Any]) -> None:
             dst[key] = value
 
 
+def _run_summary(parts: Sequence[Mapping[str, Any]], index: int,
+                 recs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """A run's entry in ``runs``: finished iterations, whether the last finished one was
+    evaluated, its part and card, and (if any) the iteration cut before its solver phase."""
+    full = [r for r in recs if not r.get("partial")]
+    entry: dict[str, Any] = {
+        "iterations": [r["iteration"] for r in full],
+        "evaluated": bool(full) and any(k.startswith(PASS1_PREFIX) and v is not None
+                                        for k, v in full[-1].items()),
+        "part": index, "card": parts[index].get("card")}
+    cut = [r["iteration"] for r in recs if r.get("partial")]
+    if cut:
+        entry["partial_iterations"] = cut
+    return entry
+
+
 def merge_results(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """One results dict from several (:func:`collect_results` of grids run at different
     times, e.g. seeds on different machine holds), in order: a later part's run ``(arm, seed)``
@@ -95,8 +111,10 @@ def merge_results(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     (not None; nested dicts key by key);
     ``seeds`` becomes the sorted union, ``iterations`` the most iterations any run finished,
     and ``runs`` maps ``<arm>-seed<seed>`` to its finished iterations, whether its last one
-    was evaluated, which part (index) it came from and that part's ``card``; the top-level
-    ``card`` names every card of the merged runs, in part order.
+    was evaluated, which part (index) it came from and that part's ``card`` (and
+    ``partial_iterations``: records marked ``partial``, cut before the solver phase, which
+    count in the tables but not as finished); the top-level ``card`` names every card of the
+    merged runs, in part order.
 
     >>> a = {"seeds": [0], "records": [{"arm": "x", "seed": 0, "iteration": 1}]}
     >>> b = {"seeds": [2], "records": [{"arm": "x", "seed": 2, "iteration": t} for t in (1, 2)]}
@@ -123,12 +141,8 @@ def merge_results(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     order = sorted(by_run, key=lambda k: (arms.index(k[0]) if k[0] in arms else len(arms),
                                           k[0], k[1]))
     records = ([base] if base else []) + [r for k in order for r in by_run[k][1]]
-    summary = {layout.arm_run_id(arm, seed): {
-        "iterations": [r["iteration"] for r in by_run[(arm, seed)][1]],
-        "evaluated": any(k.startswith(PASS1_PREFIX) and v is not None
-                         for k, v in by_run[(arm, seed)][1][-1].items()),
-        "part": by_run[(arm, seed)][0],
-        "card": parts[by_run[(arm, seed)][0]].get("card")} for arm, seed in order}
+    summary = {layout.arm_run_id(arm, seed): _run_summary(parts, *by_run[(arm, seed)])
+               for arm, seed in order}
     cards = [parts[i].get("card") for i in sorted({v["part"] for v in summary.values()})]
     if any(cards):
         meta["card"] = ", ".join(dict.fromkeys(c for c in cards if c))

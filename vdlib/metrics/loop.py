@@ -9,7 +9,8 @@ size), mean self-consistency acc of the valid questions, agreement of the solver
 the proposer's answer, the proposer's valid-rollout fraction and mean reward, the mask's mean kept
 fraction, the solver's mean training reward, and simple question statistics (mean whitespace
 length, distinct whitespace tokens). Diversity metrics (Self-BLEU, Vendi, ...) are added by
-``vdlib.metrics`` when present.
+``vdlib.metrics`` when present. Before the solver phase (no ``solver_train.json`` yet: an
+iteration cut short, read by an export), the two solver fields are None.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ def iteration_metrics(iter_dir: Path, t: int, alphas: Mapping[str, float]) -> di
     questions = read_jsonl(iter_dir / "questions.jsonl")
     curriculum = read_jsonl(iter_dir / "curriculum.jsonl")
     ptrain = json.loads((iter_dir / "proposer_train.json").read_text())
-    strain = json.loads((iter_dir / "solver_train.json").read_text())
+    solver_file = iter_dir / "solver_train.json"
+    strain = json.loads(solver_file.read_text()) if solver_file.is_file() else None
     valid = [q for q in questions if q.get("valid")]
     scored = [q for q in valid if q.get("acc") is not None]
     texts = [q["question"] for q in valid]
@@ -55,8 +57,8 @@ def iteration_metrics(iter_dir: Path, t: int, alphas: Mapping[str, float]) -> di
         "mean_acc": _mean([q["acc"] for q in scored]),
         "proposer_agreement": _mean([float(bool(q.get("proposer_agrees"))) for q in scored]),
         "curriculum_size": len(curriculum),
-        "solver_trained": "skipped" not in strain,
-        "solver_mean_reward": strain.get("mean_reward"),
+        "solver_trained": None if strain is None else "skipped" not in strain,
+        "solver_mean_reward": None if strain is None else strain.get("mean_reward"),
         "mean_question_words": _mean([float(len(x.split())) for x in texts]),
         "distinct_words": len({w for x in texts for w in x.split()}),
     }
