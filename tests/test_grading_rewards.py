@@ -252,3 +252,15 @@ def test_majority_vote_compares_a_timed_out_answer_as_a_string_only(monkeypatch)
         assert helper.timeouts == 1
     finally:
         helper._kill()
+
+
+def _pool_compare(pair):
+    return is_equivalent(*pair)
+
+
+def test_is_equivalent_works_in_a_daemonic_pool_worker():
+    """A Pool worker may not start the helper process; it compares in place instead."""
+    import multiprocessing as mp
+
+    with mp.get_context("spawn").Pool(1) as pool:
+        assert pool.map(_pool_compare, [("\\frac{1}{2}", "0.5"), ("3", "4")]) == [True, False]

@@ -8,7 +8,8 @@ evaluation parsed bare strings and missed exactly this). It never raises and nev
 - cheap checks first, without sympy: identical after normalisation -> True; two plain
   integers -> equal as integers (what math-verify answers for them, in microseconds);
 - everything else runs in one persistent helper process (started on first use, from any
-  thread). There math-verify's own ``signal.alarm`` timeouts bound each parse and comparison
+  thread; a daemonic process such as a ``multiprocessing.Pool`` worker, which may not start
+  one, compares in place with the alarm only). There math-verify's own ``signal.alarm`` timeouts bound each parse and comparison
   (``timeout`` seconds, rounded up); a comparison that still has not answered after
   ``timeout`` + 1 s (sympy inside C code that holds the GIL and never sees the alarm; one
   froze a GPU run's scoring stage for good) gets the helper killed and restarted, and counts
@@ -191,6 +192,11 @@ def _equivalent(gold: Any, pred: Any, timeout: float) -> bool | None:
         return int(g) == int(p)
     if len(g) > _MAX_LEN or len(p) > _MAX_LEN:
         return False
+    if mp.current_process().daemon:  # e.g. a Pool worker: it may not start a helper process
+        try:  # math-verify's alarm only (in the worker's main thread)
+            return _verify_here(g, p, max(1, math.ceil(timeout)))
+        except Exception:  # noqa: BLE001 - untrusted input
+            return False
     return _HELPER.compare(g, p, timeout)
 
 
