@@ -8,12 +8,12 @@ evaluation parsed bare strings and missed exactly this). It never raises and nev
 - cheap checks first, without sympy: identical after normalisation -> True; two plain
   integers -> equal as integers (what math-verify answers for them, in microseconds);
 - everything else runs in one persistent helper process (started on first use, from any
-  thread; a daemonic process such as a ``multiprocessing.Pool`` worker, which may not start
-  one, compares in place with the alarm only). There math-verify's own ``signal.alarm`` timeouts bound each parse and comparison
+  thread). There math-verify's own ``signal.alarm`` timeouts bound each parse and comparison
   (``timeout`` seconds, rounded up); a comparison that still has not answered after
   ``timeout`` + 1 s (sympy inside C code that holds the GIL and never sees the alarm; one
   froze a GPU run's scoring stage for good) gets the helper killed and restarted, and counts
-  as not equivalent.
+  as not equivalent. A daemonic process (a ``multiprocessing.Pool`` worker), which may not
+  start a helper, compares in place with the alarm only.
 
 ``majority_vote(answers)`` groups answers greedily in order of first appearance: an answer joins
 the first group whose first member it equals (as a string, or ``is_equivalent`` in either
