@@ -25,6 +25,7 @@ P=params/gpu-small/main_table.yaml
 D=${GS_DIR:-/tmp/gs}
 END=${END:-$(( $(date +%s) + ${LIMIT:-560} ))}
 left() { echo $(( END - $(date +%s) )); }
+budget() { local s=$(( $(left) - $1 )); [ "$s" -lt 30 ] && s=30; echo $s; }  # seconds, >= 30
 bundle() {
     [ -n "$NO_BUNDLE" ] && return
     (cd "$OUT" && files=$(ls | grep -v '^bundle.tgz$') && [ -n "$files" ] \
@@ -63,12 +64,12 @@ print(ModelStore(cfg).base(cfg.solver_model, 'base'))" > "$OUT/gpu_small_prepare
         touch "$D/prepared"
     fi
     if [ ! -f "$D/base_eval.done" ] && [ -z "$NO_BASE_EVAL" ]; then
-        (CUDA_VISIBLE_DEVICES=$spare timeout $(left) python3 benchmarks/gpu_small.py eval-base \
+        (CUDA_VISIBLE_DEVICES=$spare timeout $(budget 0) python3 benchmarks/gpu_small.py eval-base \
             $P --output-dir $D > "$OUT/gpu_small_eval_base.log" 2>&1 && touch "$D/base_eval.done") &
     fi
     # stages that would not end 40 s before END do not start (the export needs the rest)
     stop=${STOP:-$(python3 -c "print(round(($(left) - 40) / 60, 2))")}
-    timeout $(( $(left) - 25 )) python3 -m vdlib.cli grid $P --gpus $gpus --seeds $seeds \
+    timeout $(budget 25) python3 -m vdlib.cli grid $P --gpus $gpus --seeds $seeds \
         --stop-after $stop --output-dir $D > "$OUT/gpu_small_grid.log" 2>&1
     rc=$?
     wait
@@ -89,7 +90,7 @@ eval)
         if [ "$ngpu" -gt 1 ]; then jobs="$seeds"; else jobs="all"; fi
         for s in $jobs; do
             if [ "$s" = all ]; then sel="$seeds"; log=$arm; else sel=$s; log=$arm-seed$s; fi
-            CUDA_VISIBLE_DEVICES=$((i % ngpu)) timeout $(( $(left) - 10 )) python3 \
+            CUDA_VISIBLE_DEVICES=$((i % ngpu)) timeout $(budget 10) python3 \
                 benchmarks/gpu_small.py eval-runs $P --output-dir $D --seeds $sel --arms $arm \
                 > "$OUT/gpu_small_eval_$log.log" 2>&1 &
             i=$((i + 1))
