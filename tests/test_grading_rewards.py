@@ -264,3 +264,20 @@ def test_is_equivalent_works_in_a_daemonic_pool_worker():
 
     with mp.get_context("spawn").Pool(1) as pool:
         assert pool.map(_pool_compare, [("\\frac{1}{2}", "0.5"), ("3", "4")]) == [True, False]
+
+
+def test_a_forked_child_starts_its_own_helper():
+    """After fork, the parent's helper belongs to the parent; the child starts its own."""
+    import multiprocessing as mp
+
+    assert is_equivalent("\\frac{1}{2}", "0.5")  # the parent's helper is running
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+
+    def child():
+        q.put(is_equivalent("\\frac{2}{4}", "0.5"))
+
+    p = ctx.Process(target=child)
+    p.start()
+    p.join(60)
+    assert q.get(timeout=5) is True

@@ -36,6 +36,7 @@ import functools
 import logging
 import math
 import multiprocessing as mp
+import os
 import re
 import threading
 import time
@@ -132,6 +133,7 @@ class _HelperProcess:
         self._proc: Any = None
         self._conn: Any = None
         self._warm = False
+        self._owner = os.getpid()
         self.timeouts = 0  # comparisons that ran out of time, soft or hard
 
     def _start(self) -> None:
@@ -141,6 +143,7 @@ class _HelperProcess:
                                  name="vdlib-grading")
         self._proc.start()
         child.close()
+        self._owner = os.getpid()
         self._warm = False
 
     def _kill(self) -> None:
@@ -152,6 +155,8 @@ class _HelperProcess:
     def compare(self, gold: str, pred: str, timeout: float) -> bool | None:
         """The verdict, or None when the comparison ran out of time (soft or hard)."""
         with self._lock:
+            if self._owner != os.getpid():  # a forked child: its parent's helper is not its own
+                self._proc = self._conn = None
             if self._proc is None or not self._proc.is_alive():
                 self._start()
             warm = self._warm
