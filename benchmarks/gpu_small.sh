@@ -12,6 +12,7 @@
 #     (each part goes in its own command; the checkout plus one part must stay under 64 MiB:
 #     `bash benchmarks/gpu_parts.sh` re-splits .gpu/ to fit as the committed tree grows)
 #   GRID_GPUS=0,0,0 SPARE=0 bash benchmarks/gpu_small.sh grid 0   # repeat until all done
+#   (GRAPHS_BENCH=1 also runs benchmarks/cudagraph_modes.py on the spare GPU, once)
 #   bash benchmarks/gpu_small.sh eval 0     # the final solvers (one job per arm and seed on N GPUs)
 #   bash benchmarks/gpu_small.sh export 0   # $OUT/gpu_small_main.json and runs/
 # Exports of different machine holds join with `python benchmarks/gpu_small.py merge`.
@@ -67,6 +68,12 @@ print(ModelStore(cfg).base(cfg.solver_model, 'base'))" > "$OUT/gpu_small_prepare
         (CUDA_VISIBLE_DEVICES=$spare timeout $(budget 0) python3 benchmarks/gpu_small.py eval-base \
             $P --output-dir $D > "$OUT/gpu_small_eval_base.log" 2>&1 && touch "$D/base_eval.done") &
     fi
+    if [ -n "$GRAPHS_BENCH" ] && [ ! -f "$D/graphs_bench.done" ]; then
+        # benchmarks/cudagraph_modes.py on the spare GPU meanwhile (eager vs CUDA graphs)
+        (CUDA_VISIBLE_DEVICES=$spare timeout $(budget 30) python3 benchmarks/cudagraph_modes.py \
+            --out "$OUT/cudagraph_modes.json" > "$OUT/cudagraph_modes.log" 2>&1 \
+            && touch "$D/graphs_bench.done") &
+    fi
     # stages that would not end 40 s before END do not start (the export needs the rest)
     stop=${STOP:-$(python3 -c "print(round(($(left) - 40) / 60, 2))")}
     timeout $(budget 25) python3 -m vdlib.cli grid $P --gpus $gpus --seeds $seeds \
@@ -79,6 +86,7 @@ print(ModelStore(cfg).base(cfg.solver_model, 'base'))" > "$OUT/gpu_small_prepare
         --out "$OUT/gpu_small_main.json" > /dev/null 2>&1   # what exists so far comes back
     grep -v "INFO [0-9][0-9]-\|WARNING [0-9][0-9]-" "$OUT/gpu_small_grid.log" | tail -30
     tail -3 "$OUT/gpu_small_eval_base.log" 2>/dev/null
+    tail -2 "$OUT/cudagraph_modes.log" 2>/dev/null
     bundle
     exit $rc
     ;;
