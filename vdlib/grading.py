@@ -174,8 +174,8 @@ class _HelperProcess:
                     return result
             except (EOFError, OSError, BrokenPipeError):
                 pass
-            logger.warning("answer comparison exceeded %.1f s; restarting the grading helper",
-                           timeout)
+            logger.warning("answer comparison exceeded %.1f s; restarting the grading helper "
+                           "(gold %r, answer %r)", timeout, gold[:200], pred[:200])
             self._kill()
             self.timeouts += 1
             return None
