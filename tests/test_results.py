@@ -212,3 +212,23 @@ def test_an_iteration_cut_before_its_solver_phase_still_gives_its_generation_rec
     assert merged["runs"]["vd75-seed0"]["iterations"] == [1]
     assert merged["runs"]["vd75-seed0"]["partial_iterations"] == [2]
     assert merged["iterations"] == 1
+
+
+@pytest.mark.skipif(not COMMITTED.exists(), reason="no committed GPU results yet")
+def test_the_invalid_reasons_table_covers_exactly_the_merged_runs():
+    """benchmarks/results/gpu_small/invalid_reasons.py reads the question files of the runs
+    merge.sh merges: its valid share per arm and iteration is the JSON's pooled one."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "benchmarks/results/gpu_small/invalid_reasons.py"],
+                         cwd=ROOT, check=True, capture_output=True, text=True, timeout=300).stdout
+    rows = {(c[0].lstrip("| "), int(c[1])): (int(c[2].replace(",", "")), float(c[3].rstrip(" %")))
+            for c in (line.split(" | ") for line in out.splitlines()[2:])}
+    data = load_results(COMMITTED)
+    for (arm, t), (n, valid) in rows.items():
+        recs = [r for r in data["records"] if r["arm"] == arm and r["iteration"] == t]
+        assert n == sum(r["generated"] for r in recs)
+        assert valid == pytest.approx(100 * sum(r["valid_questions"] for r in recs) / n, abs=0.05)
+    assert len(rows) == len({(r["arm"], r["iteration"]) for r in data["records"]
+                             if r["arm"] != "base"})
