@@ -3,6 +3,12 @@ against the same comparisons in the calling process (math-verify's alarm only, w
 stuck in C code never sees), measured in the same run.
 
     python benchmarks/grading_speed.py [--questions 300] [--m 10] [--out PATH]
+    python benchmarks/grading_speed.py --votes-from \
+        benchmarks/results/gpu_small/h100x1/vd75-seed2/iter_3/questions.jsonl.gz
+
+``--votes-from``: instead of synthetic answers, the extracted solver answers of a GPU run's
+``questions.jsonl(.gz)`` (every valid question's ``solver_answers``); the votes must then also
+equal the majority and acc that the run recorded.
 
 Each question gets ``--m`` synthetic solver answers drawn from a few spellings of two or three
 values (``\\frac{1}{2}``, ``0.5``, ``\\dfrac12``, ``2\\sqrt{3}``, ``\\sqrt{12}``, integers with
@@ -72,9 +78,22 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--questions", type=int, default=300)
     p.add_argument("--m", type=int, default=10)
+    p.add_argument("--votes-from", help="a run's questions.jsonl(.gz): its solver answers")
     p.add_argument("--out", help="append the JSON result to this file")
     args = p.parse_args()
-    votes = synthetic_votes(args.questions, args.m)
+    recorded = None
+    if args.votes_from:
+        import gzip
+        import json
+
+        opener = gzip.open if args.votes_from.endswith(".gz") else open
+        with opener(args.votes_from, "rt", encoding="utf-8") as src:
+            rows = [r for r in map(json.loads, src) if r.get("valid") and r.get("solver_answers")]
+        votes = [r["solver_answers"] for r in rows]
+        recorded = [(r["majority"], r["acc"]) for r in rows]
+        args.questions, args.m = len(votes), max(map(len, votes), default=0)
+    else:
+        votes = synthetic_votes(args.questions, args.m)
     helper = grading._HelperProcess()
     helper.compare("1", "2", 5)  # start-up and imports outside the timing
     grading.is_equivalent("\\frac{1}{2}", "0.5")  # in-process imports too
@@ -83,7 +102,11 @@ def main() -> None:
     helper._kill()
     if here != via_helper:
         raise SystemExit("the helper's votes differ from the in-process votes")
-    result = {"benchmark": "grading_speed", "questions": args.questions, "m": args.m,
+    if recorded is not None and [(m, round(a, 9)) for m, a in via_helper] != \
+            [(m, round(a, 9)) for m, a in recorded]:
+        raise SystemExit(f"the votes differ from those recorded in {args.votes_from}")
+    result = {"benchmark": "grading_speed", "votes_from": args.votes_from or "synthetic",
+              "questions": args.questions, "m": args.m,
               "in_process_s": round(t_here, 3), "helper_s": round(t_helper, 3),
               "ratio_helper_over_in_process": round(t_helper / t_here, 3),
               "python": platform.python_version(), "machine": platform.machine()}

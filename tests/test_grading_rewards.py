@@ -259,7 +259,8 @@ def _pool_compare(pair):
 
 
 def test_is_equivalent_works_in_a_daemonic_pool_worker():
-    """A Pool worker may not start the helper process; it compares in place instead."""
+    """A Pool worker is daemonic and may not have multiprocessing children; the helper is a
+    plain subprocess, so the worker gets one like any other process."""
     import multiprocessing as mp
 
     with mp.get_context("spawn").Pool(1) as pool:
@@ -281,3 +282,40 @@ def test_a_forked_child_starts_its_own_helper():
     p.start()
     p.join(60)
     assert q.get(timeout=5) is True
+
+
+def test_a_script_without_a_main_guard_can_compare(tmp_path):
+    """The helper does not re-run the caller's __main__ (as a multiprocessing spawn would)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "top_level.py"
+    script.write_text("from vdlib.grading import is_equivalent\n"
+                      "print(is_equivalent('\\\\frac{1}{2}', '0.5'), "
+                      "is_equivalent('\\\\sqrt{4}', '3'))\n")
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=120, cwd=Path(__file__).resolve().parent.parent)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == ["True", "False"]
+    assert "bootstrapping" not in run.stderr
+
+
+def _noisy_compare(gold, pred, timeout):
+    """Prints on stdout, as a chatty library might, before answering."""
+    import os
+
+    print("noise", flush=True)
+    os.write(1, b"more noise\n")
+    return gold == pred
+
+
+def test_output_printed_by_the_comparison_cannot_shift_the_answers():
+    from vdlib.grading import _HelperProcess
+
+    helper = _HelperProcess(compare=_noisy_compare)
+    try:
+        assert [helper.compare(a, b, 5) for a, b in (("x", "x"), ("x", "y"), ("y", "y"))] \
+            == [True, False, True]
+    finally:
+        helper._kill()

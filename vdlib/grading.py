@@ -12,8 +12,8 @@ evaluation parsed bare strings and missed exactly this). It never raises and nev
   (``timeout`` seconds, rounded up); a comparison that still has not answered after
   ``timeout`` + 1 s (sympy inside C code that holds the GIL and never sees the alarm; one
   froze a GPU run's scoring stage for good) gets the helper killed and restarted, and counts
-  as not equivalent. A daemonic process (a ``multiprocessing.Pool`` worker), which may not
-  start a helper, compares in place with the alarm only.
+  as not equivalent. The helper is a plain subprocess, so scripts without a ``__main__``
+  guard and ``multiprocessing.Pool`` workers can use it too.
 
 ``majority_vote(answers)`` groups answers greedily in order of first appearance: an answer joins
 the first group whose first member it equals (as a string, or ``is_equivalent`` in either
@@ -35,7 +35,6 @@ from __future__ import annotations
 import functools
 import logging
 import math
-import multiprocessing as mp
 import os
 import re
 import threading
@@ -104,76 +103,107 @@ def _verify_here(gold: str, pred: str, timeout: int) -> bool:
     return bool(verify(list(g), list(p), timeout_seconds=timeout))
 
 
-def _worker_loop(conn: Any, compare: Any = None) -> None:  # the helper's main thread
-    compare = compare or _verify_here
-    while True:
+def _serve(compare_spec: str | None = None) -> None:
+    """The helper's loop (its main thread, so math-verify's alarms work): one JSON line
+    ``[gold, pred, timeout]`` in, ``1`` or ``0`` out, until stdin closes. ``compare_spec``
+    (``module:function``) replaces math-verify in tests."""
+    import importlib
+    import json
+    import sys
+
+    # the answers go out on a private copy of stdout; anything else printed (by sympy, a
+    # library, C code) lands on stderr and cannot shift them
+    out = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    compare = _verify_here
+    if compare_spec:
+        module, _, name = compare_spec.partition(":")
+        compare = getattr(importlib.import_module(module), name)
+    for line in sys.stdin.buffer:
         try:
-            gold, pred, timeout = conn.recv()
-        except (EOFError, OSError):
-            return
-        try:
-            result = compare(gold, pred, timeout)
+            gold, pred, timeout = json.loads(line)
+            result = bool(compare(gold, pred, timeout))
         except Exception:  # noqa: BLE001 - untrusted input: any failure is "not equivalent"
             result = False
-        conn.send(result)
+        out.write(b"1\n" if result else b"0\n")
 
 
 class _HelperProcess:
     """One persistent process that runs the math-verify comparisons, with a hard timeout.
 
-    ``compare`` (a picklable ``(gold, pred, timeout) -> bool``) replaces math-verify in tests.
+    A plain subprocess (``python -c``), not ``multiprocessing``: a spawned child would re-run
+    the caller's ``__main__`` script (fatal in a script without a ``__main__`` guard), and a
+    daemonic process may not have multiprocessing children. ``compare`` (a module-level
+    ``(gold, pred, timeout) -> bool``, importable with the caller's ``sys.path``) replaces
+    math-verify in tests.
     """
 
     GRACE = 1.0  # seconds past ``timeout`` before the helper counts as stuck and is killed
     START_UP = 30.0  # extra budget of the first comparison: the helper's start and imports
 
     def __init__(self, compare: Any = None) -> None:
-        self._compare = compare
+        self._compare = f"{compare.__module__}:{compare.__qualname__}" if compare else ""
         self._lock = threading.Lock()
         self._proc: Any = None
-        self._conn: Any = None
         self._warm = False
         self._owner = os.getpid()
         self.timeouts = 0  # comparisons that ran out of time, soft or hard
 
     def _start(self) -> None:
-        ctx = mp.get_context("spawn")
-        self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_worker_loop, args=(child, self._compare), daemon=True,
-                                 name="vdlib-grading")
-        self._proc.start()
-        child.close()
+        import subprocess
+        import sys
+
+        path = os.pathsep.join(p or os.getcwd() for p in sys.path)  # what this process imports
+        env = {**os.environ, "PYTHONPATH": path}
+        code = f"from vdlib.grading import _serve; _serve({self._compare!r})"
+        self._proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, env=env, bufsize=0)
         self._owner = os.getpid()
         self._warm = False
 
     def _kill(self) -> None:
         if self._proc is not None:
             self._proc.kill()
-            self._proc.join(timeout=5)
-        self._proc = self._conn = None
+            self._proc.wait(timeout=5)
+            for pipe in (self._proc.stdin, self._proc.stdout):
+                pipe.close()
+        self._proc = None
+
+    def _ask(self, gold: str, pred: str, timeout: float, budget: float) -> bool | None:
+        """The helper's answer, or None when it gave none within ``budget`` seconds."""
+        import json
+        import select
+
+        self._proc.stdin.write(json.dumps([gold, pred, max(1, math.ceil(timeout))]).encode()
+                               + b"\n")
+        ready, _, _ = select.select([self._proc.stdout], [], [], budget)
+        if not ready:
+            return None
+        line = self._proc.stdout.readline()
+        return None if not line else line.strip() == b"1"
 
     def compare(self, gold: str, pred: str, timeout: float) -> bool | None:
         """The verdict, or None when the comparison ran out of time (soft or hard)."""
         with self._lock:
             if self._owner != os.getpid():  # a forked child: its parent's helper is not its own
-                self._proc = self._conn = None
-            if self._proc is None or not self._proc.is_alive():
+                self._proc = None
+            if self._proc is None or self._proc.poll() is not None:
                 self._start()
             warm = self._warm
             budget = timeout + self.GRACE + (0.0 if warm else self.START_UP)
             started = time.monotonic()
             try:
-                self._conn.send((gold, pred, max(1, math.ceil(timeout))))
-                if self._conn.poll(budget):
-                    result = bool(self._conn.recv())
-                    self._warm = True
-                    # math-verify's own alarm answers False at the timeout: count it as one
-                    if not result and warm and time.monotonic() - started >= timeout:
-                        self.timeouts += 1
-                        return None
-                    return result
-            except (EOFError, OSError, BrokenPipeError):
-                pass
+                result = self._ask(gold, pred, timeout, budget)
+            except (OSError, ValueError):  # a helper that died meanwhile
+                result = None
+            if result is not None:
+                self._warm = True
+                # math-verify's own alarm answers False at the timeout: count it as one
+                if not result and warm and time.monotonic() - started >= timeout:
+                    self.timeouts += 1
+                    return None
+                return result
             logger.warning("answer comparison exceeded %.1f s; restarting the grading helper "
                            "(gold %r, answer %r)", timeout, gold[:200], pred[:200])
             self._kill()
@@ -197,11 +227,6 @@ def _equivalent(gold: Any, pred: Any, timeout: float) -> bool | None:
         return int(g) == int(p)
     if len(g) > _MAX_LEN or len(p) > _MAX_LEN:
         return False
-    if mp.current_process().daemon:  # e.g. a Pool worker: it may not start a helper process
-        try:  # math-verify's alarm only (in the worker's main thread)
-            return _verify_here(g, p, max(1, math.ceil(timeout)))
-        except Exception:  # noqa: BLE001 - untrusted input
-            return False
     return _HELPER.compare(g, p, timeout)
 
 
