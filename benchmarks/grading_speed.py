@@ -20,6 +20,7 @@ in-process (> 1: the helper is slower).
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import random
 import sys
@@ -79,6 +80,8 @@ def main() -> None:
     p.add_argument("--questions", type=int, default=300)
     p.add_argument("--m", type=int, default=10)
     p.add_argument("--votes-from", help="a run's questions.jsonl(.gz): its solver answers")
+    p.add_argument("--workers", type=int, default=1,
+                   help="also time majority_votes over this many threads (> 1)")
     p.add_argument("--out", help="append the JSON result to this file")
     args = p.parse_args()
     recorded = None
@@ -99,20 +102,33 @@ def main() -> None:
     grading.is_equivalent("\\frac{1}{2}", "0.5")  # in-process imports too
     t_here, here = _run(votes, _InProcess())
     t_helper, via_helper = _run(votes, helper)
-    helper._kill()
     if here != via_helper:
         raise SystemExit("the helper's votes differ from the in-process votes")
     if recorded is not None and [(m, round(a, 9)) for m, a in via_helper] != \
             [(m, round(a, 9)) for m, a in recorded]:
         raise SystemExit(f"the votes differ from those recorded in {args.votes_from}")
+    t_par = None
+    if args.workers > 1:  # majority_votes over threads, a helper each (what the score stage uses)
+        grading._HELPER = helper
+        t = time.perf_counter()
+        parallel = grading.majority_votes(votes, workers=args.workers)
+        t_par = time.perf_counter() - t
+        if parallel != via_helper:
+            raise SystemExit("majority_votes differs from one majority_vote at a time")
+    helper._kill()
     result = {"benchmark": "grading_speed", "votes_from": args.votes_from or "synthetic",
               "questions": args.questions, "m": args.m,
               "in_process_s": round(t_here, 3), "helper_s": round(t_helper, 3),
               "ratio_helper_over_in_process": round(t_helper / t_here, 3),
+              "workers": args.workers, "majority_votes_s": None if t_par is None
+              else round(t_par, 3), "speedup_workers_over_one_helper": None if t_par is None
+              else round(t_helper / t_par, 3), "cpu_count": os.cpu_count(),
               "python": platform.python_version(), "machine": platform.machine()}
     report(result, f"majority vote over {args.questions} x {args.m} answers: helper "
                    f"{t_helper:.2f} s, in-process {t_here:.2f} s "
-                   f"(ratio {t_helper / t_here:.2f}, identical votes)", args.out)
+                   f"(ratio {t_helper / t_here:.2f}, identical votes)"
+                   + (f"; majority_votes, {args.workers} workers: {t_par:.2f} s "
+                      f"(x{t_helper / t_par:.2f})" if t_par else ""), args.out)
 
 
 if __name__ == "__main__":

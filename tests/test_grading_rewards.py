@@ -319,3 +319,43 @@ def test_output_printed_by_the_comparison_cannot_shift_the_answers():
             == [True, False, True]
     finally:
         helper._kill()
+
+
+def test_majority_votes_over_threads_equal_one_vote_at_a_time(monkeypatch):
+    """majority_votes gives each list's majority_vote, in order, whatever the workers; its
+    helper processes are gone afterwards."""
+    import random
+
+    from vdlib import grading
+    from vdlib.grading import majority_votes
+
+    made = []
+
+    class Recorded(grading._HelperProcess):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            made.append(self)
+
+    monkeypatch.setattr(grading, "_HelperProcess", Recorded)
+
+    rng = random.Random(0)
+    pool = ["\\frac{1}{2}", "0.5", "1/2", "2\\sqrt{3}", "\\sqrt{12}", "7", "7.0", None, "x+1"]
+    lists = [[rng.choice(pool) for _ in range(6)] for _ in range(12)]
+    expected = [majority_vote(a) for a in lists]
+    ticks = []
+    assert majority_votes(lists, workers=1) == expected
+    assert majority_votes(lists, workers=3, progress=lambda: ticks.append(1)) == expected
+    assert len(ticks) == len(lists)
+    assert len(made) == 3 and all(h._proc is None for h in made)
+
+
+def test_vote_workers_reads_its_variable_and_rejects_bad_values(monkeypatch):
+    from vdlib.grading import vote_workers
+
+    monkeypatch.setenv("VDLIB_VOTE_WORKERS", "3")
+    assert vote_workers() == 3
+    monkeypatch.setenv("VDLIB_VOTE_WORKERS", "many")
+    with pytest.raises(ValueError, match="VDLIB_VOTE_WORKERS"):
+        vote_workers()
+    monkeypatch.delenv("VDLIB_VOTE_WORKERS")
+    assert 1 <= vote_workers() <= 8

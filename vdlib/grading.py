@@ -42,7 +42,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["is_equivalent", "majority_vote", "normalize_answer", "DEFAULT_TIMEOUT"]
+__all__ = ["is_equivalent", "majority_vote", "majority_votes", "vote_workers", "normalize_answer",
+           "DEFAULT_TIMEOUT"]
 
 logger = logging.getLogger(__name__)
 
@@ -214,8 +215,10 @@ class _HelperProcess:
 _HELPER = _HelperProcess()
 
 
-def _equivalent(gold: Any, pred: Any, timeout: float) -> bool | None:
-    """:func:`is_equivalent`, with None for a comparison that ran out of time."""
+def _equivalent(gold: Any, pred: Any, timeout: float,
+                helper: _HelperProcess | None = None) -> bool | None:
+    """:func:`is_equivalent`, with None for a comparison that ran out of time; ``helper``
+    (default: the process's one) runs the math-verify part."""
     if not isinstance(gold, str) or not isinstance(pred, str):
         return False
     g, p = normalize_answer(gold), normalize_answer(pred)
@@ -227,7 +230,7 @@ def _equivalent(gold: Any, pred: Any, timeout: float) -> bool | None:
         return int(g) == int(p)
     if len(g) > _MAX_LEN or len(p) > _MAX_LEN:
         return False
-    return _HELPER.compare(g, p, timeout)
+    return (helper or _HELPER).compare(g, p, timeout)
 
 
 def is_equivalent(gold: Any, pred: Any, timeout: float = DEFAULT_TIMEOUT) -> bool:
@@ -246,6 +249,62 @@ def majority_vote(answers: Sequence[str | None],
     The majority answer is the first member of the largest group; acc is its size divided by
     ``len(answers)`` (None answers included). No valid answer gives ``(None, 0.0)``.
     """
+    return _vote(answers, timeout, None)
+
+
+def majority_votes(answer_lists: Sequence[Sequence[str | None]],
+                   timeout: float = DEFAULT_TIMEOUT, *, workers: int | None = None,
+                   progress: Any = None) -> list[tuple[str | None, float]]:
+    """:func:`majority_vote` of each list, in order, the same results, over ``workers`` threads
+    with a grading helper each (default: :func:`vote_workers`; 1 = one after another in this
+    thread). ``progress``: called once per finished vote (e.g. a tqdm's ``update``)."""
+    from concurrent.futures import ThreadPoolExecutor
+    from queue import SimpleQueue
+
+    workers = vote_workers() if workers is None else workers
+    if workers <= 1 or len(answer_lists) < 2:
+        out = []
+        for answers in answer_lists:
+            out.append(majority_vote(answers, timeout))
+            if progress:
+                progress()
+        return out
+    helpers: SimpleQueue = SimpleQueue()
+    own = [_HelperProcess() for _ in range(workers)]  # started on first use, killed at the end
+    for h in own:
+        helpers.put(h)
+
+    def one(answers: Sequence[str | None]) -> tuple[str | None, float]:
+        h = helpers.get()
+        try:
+            return _vote(answers, timeout, h)
+        finally:
+            helpers.put(h)
+            if progress:
+                progress()
+
+    try:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vdlib-vote") as pool:
+            return list(pool.map(one, answer_lists))
+    finally:
+        for h in own:
+            h._kill()
+
+
+def vote_workers() -> int:
+    """Threads (each with its own grading helper process) for :func:`majority_votes`:
+    ``$VDLIB_VOTE_WORKERS`` if set, else a quarter of the CPU cores, 1 to 8 (1 on a 2-core
+    machine; runs that share a host share its cores)."""
+    env = os.environ.get("VDLIB_VOTE_WORKERS")
+    if env:
+        if not env.strip().isdigit() or int(env) < 1:
+            raise ValueError(f"VDLIB_VOTE_WORKERS = {env!r}; allowed: an integer >= 1")
+        return int(env)
+    return max(1, min(8, (os.cpu_count() or 1) // 4))
+
+
+def _vote(answers: Sequence[str | None], timeout: float,
+          helper: _HelperProcess | None) -> tuple[str | None, float]:
     groups: list[list[str]] = []
     slow: set[str] = set()  # answers that ran into the timeout: compared as strings from then on
 
@@ -255,7 +314,7 @@ def majority_vote(answers: Sequence[str | None],
         if head in slow or a in slow:
             return False
         for x, y in ((head, a), (a, head)):
-            verdict = _equivalent(x, y, timeout)
+            verdict = _equivalent(x, y, timeout, helper)
             if verdict is None:
                 slow.update((head, a))
                 return False

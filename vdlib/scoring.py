@@ -3,7 +3,8 @@
 ``score_questions(questions, solver_engine, tokenizer, m)`` renders each question with the solver
 prompt (:func:`vdlib.prompts.solver_prompt`), samples ``m`` answers per question in one batched
 engine call (prompt-major, so ``questions x m`` completions), extracts each last ``\\boxed{}``
-and takes the majority vote (:func:`vdlib.grading.majority_vote`): acc = the fraction of the m
+and takes the majority vote (:func:`vdlib.grading.majority_vote`, several at once through
+:func:`vdlib.grading.majority_votes`): acc = the fraction of the m
 answers in the largest equivalence group, failed extractions included in the denominator
 (paper, App. "Verification via solver self-consistency"; R-Zero's reward server).
 
@@ -20,7 +21,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from vdlib.generation import GenerationEngine
-from vdlib.grading import is_equivalent, majority_vote
+from vdlib.grading import is_equivalent, majority_votes
 from vdlib.parsing import extract_boxed
 from vdlib.prompts import solver_prompt
 
@@ -60,9 +61,11 @@ def score_questions(questions: Sequence[str | None], solver_engine: GenerationEn
     prompts = [solver_prompt(tokenizer, q) for _, q in valid]
     samples = solver_engine.generate(prompts, n=m, temperature=temperature, top_p=top_p,
                                      top_k=top_k, max_new_tokens=max_new_tokens, seed=seed)
-    for k, (i, _) in enumerate(tqdm(valid, desc="majority vote", unit="question",
-                                    disable=not show_progress or len(valid) < 2)):
-        answers = [extract_boxed(s.text) for s in samples[k * m:(k + 1) * m]]
-        majority, acc = majority_vote(answers)
+    answer_lists = [[extract_boxed(s.text) for s in samples[k * m:(k + 1) * m]]
+                    for k in range(len(valid))]
+    with tqdm(total=len(valid), desc="majority vote", unit="question",
+              disable=not show_progress or len(valid) < 2) as bar:
+        votes = majority_votes(answer_lists, progress=bar.update)
+    for (i, _), answers, (majority, acc) in zip(valid, answer_lists, votes, strict=True):
         scores[i].answers, scores[i].majority, scores[i].acc = answers, majority, acc
     return scores
