@@ -322,8 +322,8 @@ def test_output_printed_by_the_comparison_cannot_shift_the_answers():
 
 
 def test_majority_votes_over_threads_equal_one_vote_at_a_time(monkeypatch):
-    """majority_votes gives each list's majority_vote, in order, whatever the workers; its
-    helper processes are gone afterwards."""
+    """majority_votes gives each list's majority_vote, in order, whatever the workers, and
+    keeps its helper processes for the next call."""
     import random
 
     from vdlib import grading
@@ -337,6 +337,7 @@ def test_majority_votes_over_threads_equal_one_vote_at_a_time(monkeypatch):
             made.append(self)
 
     monkeypatch.setattr(grading, "_HelperProcess", Recorded)
+    monkeypatch.setattr(grading, "_VOTE_HELPERS", [])
 
     rng = random.Random(0)
     pool = ["\\frac{1}{2}", "0.5", "1/2", "2\\sqrt{3}", "\\sqrt{12}", "7", "7.0", None, "x+1"]
@@ -344,9 +345,14 @@ def test_majority_votes_over_threads_equal_one_vote_at_a_time(monkeypatch):
     expected = [majority_vote(a) for a in lists]
     ticks = []
     assert majority_votes(lists, workers=1) == expected
-    assert majority_votes(lists, workers=3, progress=lambda: ticks.append(1)) == expected
-    assert len(ticks) == len(lists)
-    assert len(made) == 3 and all(h._proc is None for h in made)
+    try:
+        assert majority_votes(lists, workers=3, progress=lambda: ticks.append(1)) == expected
+        assert len(ticks) == len(lists)
+        assert majority_votes(lists[::-1], workers=2) == expected[::-1]
+        assert len(made) == 3  # the second call reuses the first call's helpers
+    finally:
+        for h in made:
+            h._kill()
 
 
 def test_vote_workers_reads_its_variable_and_rejects_bad_values(monkeypatch):

@@ -257,7 +257,8 @@ def majority_votes(answer_lists: Sequence[Sequence[str | None]],
                    progress: Any = None) -> list[tuple[str | None, float]]:
     """:func:`majority_vote` of each list, in order, the same results, over ``workers`` threads
     with a grading helper each (default: :func:`vote_workers`; 1 = one after another in this
-    thread). ``progress``: called once per finished vote (e.g. a tqdm's ``update``)."""
+    thread; the helpers stay for the next call). ``progress``: called once per finished vote
+    (e.g. a tqdm's ``update``)."""
     from concurrent.futures import ThreadPoolExecutor
     from queue import SimpleQueue
 
@@ -270,8 +271,7 @@ def majority_votes(answer_lists: Sequence[Sequence[str | None]],
                 progress()
         return out
     helpers: SimpleQueue = SimpleQueue()
-    own = [_HelperProcess() for _ in range(workers)]  # started on first use, killed at the end
-    for h in own:
+    for h in _vote_helpers(workers):
         helpers.put(h)
 
     def one(answers: Sequence[str | None]) -> tuple[str | None, float]:
@@ -283,12 +283,22 @@ def majority_votes(answer_lists: Sequence[Sequence[str | None]],
             if progress:
                 progress()
 
-    try:
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vdlib-vote") as pool:
-            return list(pool.map(one, answer_lists))
-    finally:
-        for h in own:
-            h._kill()
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vdlib-vote") as pool:
+        return list(pool.map(one, answer_lists))
+
+
+_VOTE_HELPERS: list[_HelperProcess] = []
+_VOTE_LOCK = threading.Lock()
+
+
+def _vote_helpers(n: int) -> list[_HelperProcess]:
+    """The first ``n`` of the process's vote helpers, made as needed and kept for later calls
+    (a GRPO step's reward votes each step): each starts on first use and exits with this
+    process, when its stdin closes."""
+    with _VOTE_LOCK:
+        while len(_VOTE_HELPERS) < n:
+            _VOTE_HELPERS.append(_HelperProcess())
+        return _VOTE_HELPERS[:n]
 
 
 def vote_workers() -> int:
