@@ -69,7 +69,7 @@ def _runs(cfg, seeds, arms=None) -> dict:
 
 def _cut_iteration(run_dir: Path) -> tuple[int, Path] | None:
     """The first iteration whose curriculum exists but whose metrics stage did not run."""
-    for t, folder in layout.iteration_dirs(run_dir, "curriculum.jsonl"):
+    for t, folder in layout.iteration_dirs(run_dir, layout.CURRICULUM_FILE):
         if not (folder / layout.METRICS_FILE).is_file():
             return t, folder
     return None
@@ -80,7 +80,7 @@ def partial_records(runs: dict) -> list[dict]:
     own function over that iteration's files; the metrics also go to ``metrics_partial.json``
     in the iteration folder."""
     from vdlib.artifacts import atomic_write_json
-    from vdlib.metrics.run_metrics import compute_iteration_metrics
+    from vdlib.metrics.run_metrics import compute_iteration_metrics, config_metric_kwargs
     from vdlib.models import load_tokenizer
     from vdlib.vocab_dropout import phase_alphas
 
@@ -92,13 +92,11 @@ def partial_records(runs: dict) -> list[dict]:
         t, folder = cut
         rcfg = load_params(layout.config_path(run_dir))
         previous = [f for s, f in layout.iteration_dirs(Path(run_dir)) if s < t]
-        mcfg = rcfg.metrics
         proposer = folder / "proposer_model"
-        m = compute_iteration_metrics(
+        m = compute_iteration_metrics(  # the metrics stage's settings, without costly extras
             folder, t, phase_alphas(rcfg, t), previous_dirs=previous,
-            embedder=None if mcfg.embedder == "none" else mcfg.embedder,
             tokenizer=load_tokenizer(str(proposer if proposer.is_dir() else rcfg.model.proposer)),
-            novelty_threshold=mcfg.novelty_threshold)
+            **{**config_metric_kwargs(rcfg), "extra": ()})
         atomic_write_json(folder / PARTIAL_FILE, m)
         records.append({"arm": arm, "seed": seed, "iteration": t,
                         **{k: m.get(k) for k in RECORD_FIELDS}, "partial": PARTIAL})
@@ -267,9 +265,9 @@ def main() -> int:
     out.write_text(json.dumps(data, indent=1) + "\n")
     files = out.parent / "runs"
     for (arm, seed), run_dir in runs.items():
-        done = layout.iteration_dirs(Path(run_dir), layout.METRICS_FILE)
-        cut = layout.iteration_dirs(Path(run_dir), PARTIAL_FILE)
-        for t, folder in sorted(set(done) | {c for c in cut if c[0] not in dict(done)}):
+        for t, folder in layout.iteration_dirs(Path(run_dir)):
+            if not any((folder / f).is_file() for f in (layout.METRICS_FILE, PARTIAL_FILE)):
+                continue
             dest = files / f"{arm}-seed{seed}" / f"iter_{t}"
             dest.mkdir(parents=True, exist_ok=True)
             for name in ("metrics.json", PARTIAL_FILE, "timing.json", "proposer_train.json",

@@ -192,13 +192,11 @@ def solver(store: ModelStore, t: int, out: Path) -> None:
 
 def metrics(store: ModelStore, t: int, out: Path) -> None:
     """The iteration's numbers (vdlib.metrics.run_metrics). Writes ``metrics.json``."""
-    from vdlib.metrics.run_metrics import write_iteration_metrics
+    from vdlib.metrics.run_metrics import config_metric_kwargs, write_iteration_metrics
 
-    m = store.cfg.metrics
-    embedder = None if m.embedder == "none" else m.embedder
-    write_iteration_metrics(out, t, phase_alphas(store.cfg, t), embedder=embedder,
-                            tokenizer=load_tokenizer(store.proposer(t)), extra=tuple(m.extra),
-                            novelty_threshold=m.novelty_threshold)
+    write_iteration_metrics(out, t, phase_alphas(store.cfg, t),
+                            tokenizer=load_tokenizer(store.proposer(t)),
+                            **config_metric_kwargs(store.cfg))
 
 
 # ----------------------------------------------------------------------------- the table

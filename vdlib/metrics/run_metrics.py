@@ -56,7 +56,8 @@ from vdlib.metrics import diversity as div
 from vdlib.metrics.loop import iteration_metrics
 from vdlib.registry import Registry
 
-__all__ = ["compute_iteration_metrics", "write_iteration_metrics", "summary_metrics",
+__all__ = ["compute_iteration_metrics", "write_iteration_metrics", "config_metric_kwargs",
+           "summary_metrics",
            "valid_questions", "proposer_entropy", "previous_iteration_dirs", "IterationContext",
            "EXTRA_METRICS", "SUMMARY_COLUMNS", "run_folders", "arm_and_seed"]
 
@@ -180,6 +181,14 @@ def _resolve_tokenizer(tokenizer: Any) -> Any:
 
         return load_tokenizer(tokenizer)
     return tokenizer
+
+
+def config_metric_kwargs(cfg: Any) -> dict[str, Any]:
+    """The :func:`compute_iteration_metrics` keywords that a run config's ``metrics`` section
+    sets (``embedder: none`` -> None)."""
+    m = cfg.metrics
+    return {"embedder": None if m.embedder == "none" else m.embedder, "extra": tuple(m.extra),
+            "novelty_threshold": m.novelty_threshold}
 
 
 def compute_iteration_metrics(
