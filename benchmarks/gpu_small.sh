@@ -32,15 +32,11 @@ bundle() {
     (cd "$OUT" && files=$(ls | grep -v '^bundle.tgz$') && [ -n "$files" ] \
         && tar czf bundle.tgz --remove-files $files)
 }
-if [ "$1" = install ]; then
-    # the wheel parts in /tmp/stash (../shared/tools/gpu-wheels), pycountry from .whl/, and
-    # vdlib's metadata (its vllm.logits_processors entry point) beside the checkout's code
-    bash /tmp/stash/install.sh > /tmp/install.log 2>&1 || { tail -5 /tmp/install.log; exit 1; }
-    python3 -m pip install -q --no-deps --no-index --target /tmp/site .whl/*.whl || exit 1
-    rm -rf /tmp/vdsite && python3 -m pip install -q --no-deps --no-index --no-build-isolation \
-        --target /tmp/vdsite . > /dev/null 2>&1 && rm -rf /tmp/vdsite/vdlib
-    tail -1 /tmp/install.log
-    exit 0
+if [ "$1" = install ]; then  # the wheel parts, .whl/ and vdlib's metadata: the session's step
+    bash benchmarks/gpu_vllm_session.sh install > /tmp/install.log 2>&1
+    rc=$?
+    tail -3 /tmp/install.log
+    exit $rc
 fi
 test -d /tmp/site || { echo "machine was released: send the parts again"; exit 3; }
 export PYTHONPATH=/tmp/site:$PWD:/tmp/vdsite VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 \

@@ -16,6 +16,10 @@ mkdir -p "$OUT"
 step=$1
 if [ "$step" = install ]; then
     bash /tmp/stash/install.sh || exit 1
+    # wheels that the gpu-wheels set lacks, if the command carried .whl/ (e.g. pycountry)
+    if ls .whl/*.whl > /dev/null 2>&1; then
+        python3 -m pip install -q --no-deps --no-index --target /tmp/site .whl/*.whl || exit 1
+    fi
     # vdlib's metadata (its vllm.logits_processors entry point) beside the checkout's code
     rm -rf /tmp/vdsite && python3 -m pip install -q --no-deps --no-index --no-build-isolation \
         --target /tmp/vdsite . 2>&1 | grep -v '^WARNING' ; rm -rf /tmp/vdsite/vdlib
