@@ -18,11 +18,9 @@ import json
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-# the runs merge.sh takes: part 2's seeds 0 and 2, part 3's seed 1 (baseline, vd75), part 1's
-# vd85-seed1 (iteration 1)
+# the runs merge.sh takes: part 2's seeds 0 and 2, part 4's seed 1
 RUNS = [HERE / "h100x1" / f"{arm}-seed{s}" for arm in ("baseline", "vd85", "vd75") for s in (0, 2)]
-RUNS += [HERE / "h200x4" / "baseline-seed1", HERE / "h200x4" / "vd75-seed1",
-         HERE / "h100x4" / "vd85-seed1"]
+RUNS += [HERE / "h200x1" / f"{arm}-seed1" for arm in ("baseline", "vd85", "vd75")]
 CLASSES = ("valid", "truncated", "no closed question", "no answer", "other")
 
 
