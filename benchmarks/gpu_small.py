@@ -67,6 +67,20 @@ def _runs(cfg, seeds, arms=None) -> dict:
             if arms is None or r.arm in arms}
 
 
+def final_runs(runs: dict, iterations: int) -> dict:
+    """The runs whose last planned iteration (``iterations``) finished: only their solvers are
+    final. The others are left out with a warning, since evaluating an earlier solver would
+    spend the machine hold's minutes on a number that the report cannot use as final."""
+    done = {}
+    for key, run_dir in runs.items():
+        if (layout.iteration_dir(Path(run_dir), iterations) / layout.METRICS_FILE).is_file():
+            done[key] = run_dir
+        else:
+            logger.warning("%s-seed%s: iteration %d has not finished; its solver is not final, "
+                           "so it is not evaluated", key[0], key[1], iterations)
+    return done
+
+
 def _cut_iteration(run_dir: Path) -> tuple[int, Path] | None:
     """The first iteration whose curriculum exists but whose metrics stage did not run."""
     for t, folder in layout.iteration_dirs(run_dir, layout.CURRICULUM_FILE):
@@ -233,7 +247,7 @@ def main() -> int:
         return 0
     runs = _runs(cfg, args.seeds, args.arms)
     if args.step == "eval-runs":
-        for key, s in evaluate_runs(runs, cfg, "solver").items():
+        for key, s in evaluate_runs(final_runs(runs, cfg.iterations), cfg, "solver").items():
             logger.info("%s: %s", key, {b: round(r.mean, 4) for b, r in s.results.items()})
         return 0
     import importlib.metadata

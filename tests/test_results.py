@@ -214,6 +214,22 @@ def test_an_iteration_cut_before_its_solver_phase_still_gives_its_generation_rec
     assert merged["iterations"] == 1
 
 
+def test_only_runs_that_finished_their_last_iteration_have_final_solvers(tmp_path, caplog):
+    """benchmarks/gpu_small.py eval-runs evaluates a run's solver only once its last planned
+    iteration finished; a run cut in that iteration is named in a warning, not evaluated."""
+    gs = _gpu_small_module()
+    runs = {}
+    for arm, finished in (("baseline", 3), ("vd75", 2)):
+        runs[(arm, 0)] = tmp_path / f"{arm}-seed0"
+        for t in range(1, finished + 1):
+            (runs[(arm, 0)] / f"iter_{t}").mkdir(parents=True)
+            (runs[(arm, 0)] / f"iter_{t}" / "metrics.json").write_text("{}")
+    with caplog.at_level("WARNING"):
+        assert gs.final_runs(runs, 3) == {("baseline", 0): runs[("baseline", 0)]}
+    assert "vd75-seed0: iteration 3 has not finished" in caplog.text
+    assert gs.final_runs(runs, 2) == runs
+
+
 @pytest.mark.skipif(not COMMITTED.exists(), reason="no committed GPU results yet")
 def test_the_invalid_reasons_table_covers_exactly_the_merged_runs():
     """benchmarks/results/gpu_small/invalid_reasons.py reads the question files of the runs

@@ -201,7 +201,8 @@ def pass1_table(data: Mapping[str, Any]) -> pd.DataFrame:
     """Solver pass@1 (%) per arm, evaluated iteration and benchmark: mean ± SE over the seeds
     evaluated on that benchmark (each seed: the mean of its evaluation runs; the starting
     checkpoint: over its evaluation runs), and how many seeds that is (``<benchmark> seeds``;
-    a seed whose evaluation was cut short lacks the benchmarks it did not finish)."""
+    a seed whose evaluation was cut short lacks the benchmarks it did not finish; blank for the
+    starting checkpoint, which has no training seed)."""
     records = data["records"]
     benches = sorted({k[len(PASS1_PREFIX):-len("_runs")] for r in records for k in r
                       if k.startswith(PASS1_PREFIX) and k.endswith("_runs")})
@@ -217,7 +218,7 @@ def pass1_table(data: Mapping[str, Any]) -> pd.DataFrame:
             values = ([a for r in have for a in r[f"{PASS1_PREFIX}{b}_runs"]]
                       if arm == "base" else [r[f"{PASS1_PREFIX}{b}"] for r in have])
             row[b] = _cell(values, 1) if values else ""
-            row[f"{b} seeds"] = len(have) if arm != "base" else 0
+            row[f"{b} seeds"] = len(have) if arm != "base" else ""  # no training seed
         rows.append(row)
     return pd.DataFrame(rows)
 
