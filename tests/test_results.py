@@ -214,6 +214,23 @@ def test_an_iteration_cut_before_its_solver_phase_still_gives_its_generation_rec
     assert merged["iterations"] == 1
 
 
+def test_a_merge_part_can_be_limited_to_some_of_its_runs(tmp_path):
+    """benchmarks/gpu_small.py merge --parts FILE::RUN,RUN takes only those runs of a part (and
+    its base record); a run the part lacks is an error naming what it has."""
+    gs = _gpu_small_module()
+    part = tmp_path / "part.json"
+    part.write_text(json.dumps({"seeds": [0, 1], "records": [
+        {"arm": "base", "seed": None, "iteration": 0},
+        *({"arm": a, "seed": s, "iteration": 1} for a in ("baseline", "vd75") for s in (0, 1))]}))
+    data = gs._load_part(f"{part}::vd75-seed1,baseline-seed1")
+    assert [(r["arm"], r["seed"]) for r in data["records"]] == \
+        [("base", None), ("baseline", 1), ("vd75", 1)]
+    assert data["seeds"] == [1]
+    assert len(gs._load_part(str(part))["records"]) == 5
+    with pytest.raises(SystemExit, match="vd85-seed0"):
+        gs._load_part(f"{part}::vd85-seed0")
+
+
 def test_only_runs_that_finished_their_last_iteration_have_final_solvers(tmp_path, caplog):
     """benchmarks/gpu_small.py eval-runs evaluates a run's solver only once its last planned
     iteration finished; a run cut in that iteration is named in a warning, not evaluated."""
