@@ -97,3 +97,42 @@ def test_profile_engine_defaults():
     assert load_params(None).engine.backend == "vllm"  # the paper defaults
     assert vdlib.config.EngineConfig().backend == "vllm"
     assert PROFILE_PRESETS["tiny"]["engine"]["backend"] == "hf"
+
+
+# ----------------------------------------------------------------------------- params/gpu-small
+
+GPU_SMALL = ROOT / "params" / "gpu-small"
+
+
+@pytest.mark.parametrize("path", sorted(GPU_SMALL.glob("*.yaml")), ids=lambda p: p.name)
+def test_gpu_small_params_check_passes_and_resolves_to_vllm(path, capsys):
+    rc = vdlib.cli.main(["params", "check", str(path)])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    resolved = yaml.safe_load(out)
+    assert resolved["profile"] == "gpu" and resolved["engine"]["backend"] == "vllm"
+    assert resolved["model"]["proposer"] == "smollm2-135m"
+
+
+def test_fail_neg_is_main_table_with_the_failure_incentive_removed():
+    """params/gpu-small/fail_neg.yaml (issue 27, item 5): main_table.yaml's cuts, key for key;
+    only its experiment folder and arms differ, and each of its arms is a main-table arm with
+    scoring.parse_failure_reward -1 (the paper's default, 0, stays in the file's config)."""
+    from vdlib.arms import arm_params
+
+    main = yaml.safe_load((GPU_SMALL / "main_table.yaml").read_text(encoding="utf-8"))
+    neg = yaml.safe_load((GPU_SMALL / "fail_neg.yaml").read_text(encoding="utf-8"))
+    differ = {k for k in set(main) | set(neg) if main.get(k) != neg.get(k)}
+    assert differ == {"experiment", "arms"}
+    assert neg["experiment"] != main["experiment"]  # its own run folders
+    assert neg["arms"] == ["baseline_fail_neg", "vd75_fail_neg"]
+    assert load_params(neg).scoring.parse_failure_reward == 0.0
+    for arm in neg["arms"]:
+        paper_arm = arm.removesuffix("_fail_neg")
+        assert paper_arm in main["arms"]
+        mine = load_params(arm_params(neg, arm))
+        ref = load_params(arm_params(main, paper_arm))
+        assert mine.scoring.parse_failure_reward == -1.0
+        assert ref.scoring.parse_failure_reward == 0.0
+        assert mine.vocab_dropout == ref.vocab_dropout
+        assert mine.proposer == ref.proposer and mine.curriculum == ref.curriculum

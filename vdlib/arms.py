@@ -22,9 +22,18 @@ An arm is a small dict merged over a base params dict (``arm_params``); its run 
 - ``vd95``: alpha 0.95 (a light mask): the dropout arm of single-policy GRPO (App.
   "Vocabulary dropout outside co-evolution", notebook 04; the mask acts on the policy's
   rollouts).
+- ``vd75_fail_neg``, ``baseline_fail_neg``: ``vd75`` and ``baseline`` with
+  ``scoring.parse_failure_reward: -1`` (R-Zero's code) instead of the paper's 0 (Algorithm 1),
+  not paper arms. Under the paper's value a rollout that fails to parse (0, no penalty) earns
+  more than a valid question outside the difficulty window (0 - |cluster| / batch < 0); with
+  -1 it earns no more than any valid rollout (a penalty is at most 1). The pair tests whether that incentive, rather
+  than the mask itself, drives the masked arms' falling valid fraction (docs/experiments.md,
+  "The format-failure incentive"; ``params/gpu-small/fail_neg.yaml``).
 
 >>> arm_params({"vocab_dropout": {"alpha": 0.5}}, "gen_only")["vocab_dropout"]
 {'alpha': 0.75, 'phases': 'gen'}
+>>> arm_params({}, "vd75_fail_neg")["scoring"]
+{'parse_failure_reward': -1.0}
 >>> arm_params({}, "vd99")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
@@ -55,6 +64,11 @@ ARMS.add("kl_cov_offpolicy", {"vocab_dropout": {"alpha": 1.0},
 ARMS.add("clip_cov", {"vocab_dropout": {"alpha": 1.0}, "proposer": {"loss_variant": "clip_cov"}})
 ARMS.add("vd85_gen", {"vocab_dropout": {"alpha": 0.85, "phases": "gen"}})
 ARMS.add("vd95", {"vocab_dropout": {"alpha": 0.95, "phases": "both"}})
+# R-Zero's parse-failure reward, -1 (the paper's Algorithm 1 gives 0): the incentive's pair
+ARMS.add("baseline_fail_neg", {"vocab_dropout": {"alpha": 1.0},
+                               "scoring": {"parse_failure_reward": -1.0}})
+ARMS.add("vd75_fail_neg", {"vocab_dropout": {"alpha": 0.75, "phases": "both"},
+                           "scoring": {"parse_failure_reward": -1.0}})
 
 
 def arm_names() -> list[str]:
