@@ -6,6 +6,8 @@ outside the difficulty window gets 0 - |cluster| / batch, below zero. ``baseline
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from vdlib.arms import ARMS, arm_names, arm_params
@@ -13,6 +15,7 @@ from vdlib.bleu_penalty import bleu_cluster_penalty
 from vdlib.config import ConfigError, load_params, to_dict
 from vdlib.registry import UnknownNameError
 from vdlib.rewards import total_proposer_reward
+from vdlib.settings_tables import settings_table
 
 # one GRPO group: an in-window question, two distinct out-of-window ones, one parse failure
 QUESTIONS = ["What is 17 times 23 plus 5?", "Name the capital of France please.",
@@ -66,3 +69,17 @@ def test_an_unknown_arm_names_the_fail_neg_arms():
         load_params({"profile": "tiny", "arms": ["vd75", "vd75_failneg"]})
     assert "arms[1]" in str(e.value) and "vd75_fail_neg" in str(e.value)
     assert ARMS.get("vd75_fail_neg")["scoring"] == {"parse_failure_reward": -1.0}
+
+
+TEX = Path(__file__).resolve().parents[2] / "shared" / "paper" / "vocab_dropout_paper.tex"
+
+
+@pytest.mark.skipif(not TEX.is_file(), reason="paper .tex not available")
+def test_the_default_is_algorithm_1_and_every_report_shows_it():
+    text = TEX.read_text(encoding="utf-8")
+    assert r"\lIf{parse fails}{$r_i^P \gets 0$;\; \textbf{continue}}" in text
+    assert load_params({}).scoring.parse_failure_reward == 0.0
+    settings = settings_table(load_params(arm_params({"profile": "tiny"}, "vd75_fail_neg")))
+    row = settings.set_index("key").loc["scoring.parse_failure_reward"]
+    assert (row["table"], row["paper"], row["ours"], bool(row["same"])) == \
+        ("protocol switch", "0.0", "-1.0", False)

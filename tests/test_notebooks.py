@@ -52,6 +52,24 @@ def test_params_files_match_the_parameters_cell(nb):
                 f"{profile}/{f.name}: {sorted((keys - pending) ^ declared)}"
 
 
+@pytest.mark.parametrize("nb", [n for n in NOTEBOOKS if n.stem != "00_quickstart"],
+                         ids=lambda p: p.stem)
+def test_parameters_cell_defaults_are_the_paper_params(nb):
+    """A notebook opened without params is the paper's run: its experiment folder and models are
+    those of params/paper/<name>.yaml, and an experiment named for a scale holds that scale's
+    model (05 once shared the 4B folder with an 8B model)."""
+    import ast
+    import re
+
+    defaults = {k: v["default"] for k, v in papermill.inspect_notebook(str(nb)).items()}
+    paper = yaml.safe_load(notebook_params_file(nb, "paper", ROOT / "params").read_text())
+    for key in ("experiment", "model"):
+        assert ast.literal_eval(defaults[key]) == paper[key], (nb.stem, key)
+    scale = re.search(r"qwen3_(\d+)b", paper["experiment"])
+    if scale:
+        assert f"Qwen3-{scale.group(1)}B" in paper["model"]["proposer"], nb.stem
+
+
 def test_quickstart_executes_under_papermill(tmp_path):
     """Smoke run: the tiny params with the tiny random model, one short iteration of both arms,
     artifacts in tmp."""
@@ -222,7 +240,8 @@ EXPECTED = {  # notebook -> (experiment folder of the tiny params, files its rep
                                       "diversity_dynamics.png", "diversity_dynamics.pdf",
                                       "vocab_util.md", "question_profile.png",
                                       "correctness.md", "ood_table.md", "benchmarks.csv",
-                                      "settings.md"]),
+                                      "embedding_diversity.png", "embedding_diversity.pdf",
+                                      "embedding_diversity.csv", "settings.md"]),
     "02_phase_ablation": ("coevolution", ["phase_ablation.png", "cumulative_vendi.png",
                                           "question_diversity.md", "phase_table.md",
                                           "correctness.md"]),
@@ -321,8 +340,38 @@ def test_every_report_shows_its_settings_and_01_the_benchmark_sizes(executed):
         switch = settings.set_index("key").loc["vocab_dropout.width"]
         assert (switch["paper"], switch["ours"]) == ("vocab_size", "vocab_size")
     sizes = pd.read_csv(outputs / "coevolution" / "reports" / "01_main_table" / "benchmarks.csv")
-    assert list(sizes.columns) == ["benchmark", "items (ours)", "items (paper)"]
-    assert sizes.set_index("benchmark").loc["gsm_symbolic", "items (ours)"] == 2  # limit 2
+    assert list(sizes.columns) == ["benchmark", "items (ours)", "items (paper)", "evaluated"]
+    sizes = sizes.set_index("benchmark")
+    assert sizes.loc["gsm_symbolic", "items (ours)"] == 2  # limit 2
+    assert bool(sizes.loc["gsm_symbolic", "evaluated"])
+    # tab:benchmarks' seven rows, Minerva included: the paper's count beside ours, which the
+    # offline smoke run cannot read (no Hub, no data_dir) and 01 counts, never evaluates
+    assert {"gsm8k", "math500", "amc23", "olympiadbench", "aime24", "aime25",
+            "minerva"} <= set(sizes.index)
+    assert sizes.loc["minerva", "items (paper)"] == 272
+    assert not sizes.loc["minerva", "evaluated"] and pd.isna(sizes.loc["minerva", "items (ours)"])
+
+
+def test_01_draws_the_combined_embedding_figure(executed):
+    """fig:embedding_diversity as the paper draws it: one figure with every model scale's
+    baseline and VD75 (ours: this run's scale and those of reference_experiments; the paper's
+    4B and 8B together); the diversity figure overlays the paper's curves of the run's scale."""
+    import pandas as pd
+
+    outputs, copies = executed
+    folder = outputs / "coevolution" / "reports" / "01_main_table"
+    data = pd.read_csv(folder / "embedding_diversity.csv")
+    assert list(data.columns) == ["source", "scale", "arm", "iteration", "mean", "se", "n"]
+    paper = data[data["source"] == "paper"]
+    assert set(zip(paper["scale"], paper["arm"], strict=True)) == {
+        (m, a) for m in ("Qwen3-4B", "Qwen3-8B") for a in ("baseline", "vd75")}
+    assert set(data.loc[data["source"] == "ours", "scale"]) <= {"tiny-random"}
+    source = "\n".join(_code_cells(ROOT / "notebooks" / "01_main_table.ipynb"))
+    assert "paper_model=paper_model" in source and "paper_scale(cfg.model.proposer)" in source
+    assert "embedding_diversity_figure(by_scale)" in source
+    eight = yaml.safe_load((ROOT / "params" / "paper" / "main_table@8b.yaml").read_text())
+    four = yaml.safe_load((ROOT / "params" / "paper" / "main_table.yaml").read_text())
+    assert eight["reference_experiments"] == [four["experiment"]]
 
 
 def test_every_experiment_notebook_has_an_expectation():

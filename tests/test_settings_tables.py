@@ -45,11 +45,29 @@ def test_benchmarks_table_counts_items_beside_the_paper():
     summary = EvalSummary({"gsm8k": BenchmarkResult("gsm8k", 20, [0.5], [0]),
                            "gsm_symbolic": BenchmarkResult("gsm_symbolic", 8, [0.1], [0])})
     t = benchmarks_table(summary)
-    assert list(t.columns) == ["benchmark", "items (ours)", "items (paper)"]
+    assert list(t.columns) == ["benchmark", "items (ours)", "items (paper)", "evaluated"]
     assert t.iloc[0].to_dict() == {"benchmark": "gsm8k", "items (ours)": 20,
-                                   "items (paper)": 1319}
+                                   "items (paper)": 1319, "evaluated": True}
     assert t.iloc[1]["items (ours)"] == 8 and pd.isna(t.iloc[1]["items (paper)"])
     assert PAPER_BENCHMARK_ITEMS["olympiadbench"] == 910
+    assert len(t) == 2  # without an evaluation section: the evaluated benchmarks only
+
+
+def test_benchmarks_table_counts_the_papers_other_benchmarks_minerva_included(tmp_path):
+    """tab:benchmarks has seven rows; notebook 01 evaluates the six of tab:vanilla_eval and
+    counts Minerva (the paper's "additional benchmark" of the annealing runs) from its data."""
+    (tmp_path / "minerva").mkdir()
+    rows = [f'{{"problem": "p{i}", "solution": "\\boxed{{{i}}}", "answer": "{i}"}}'
+            for i in range(5)]
+    (tmp_path / "minerva" / "test.jsonl").write_text("\n".join(rows) + "\n")
+    summary = EvalSummary({"gsm8k": BenchmarkResult("gsm8k", 20, [0.5], [0])})
+    ev = load_params({"evaluation": {"data_dir": str(tmp_path), "limit": 3}}).evaluation
+    t = benchmarks_table(summary, ev).set_index("benchmark")
+    assert set(t.index) == set(PAPER_BENCHMARK_ITEMS)
+    assert t.loc["minerva"].to_dict() == {"items (ours)": 3, "items (paper)": 272,
+                                          "evaluated": False}  # counted under the limit
+    assert pd.isna(t.loc["amc23", "items (ours)"])  # no file: blank, not an error
+    assert t.loc["gsm8k", "evaluated"] and t.loc["gsm8k", "items (ours)"] == 20
 
 
 @pytest.mark.parametrize("key", SWITCHES)

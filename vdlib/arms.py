@@ -26,9 +26,9 @@ An arm is a small dict merged over a base params dict (``arm_params``); its run 
   ``scoring.parse_failure_reward: -1`` (R-Zero's code) instead of the paper's 0 (Algorithm 1),
   not paper arms. Under the paper's value a rollout that fails to parse (0, no penalty) earns
   more than a valid question outside the difficulty window (0 - |cluster| / batch < 0); with
-  -1 it earns no more than any valid rollout (a penalty is at most 1). The pair tests whether that incentive, rather
-  than the mask itself, drives the masked arms' falling valid fraction (docs/experiments.md,
-  "The format-failure incentive"; ``params/gpu-small/fail_neg.yaml``).
+  -1 it earns no more than any valid rollout (a penalty is at most 1). The pair tests whether
+  that incentive, rather than the mask itself, drives the masked arms' falling valid fraction
+  (docs/experiments.md, "The format-failure incentive"; ``params/gpu-small/fail_neg.yaml``).
 
 >>> arm_params({"vocab_dropout": {"alpha": 0.5}}, "gen_only")["vocab_dropout"]
 {'alpha': 0.75, 'phases': 'gen'}

@@ -14,6 +14,8 @@ file, line range), ``notes`` and ``data``:
 43.8
 >>> paper_series("fig:embedding_diversity", "Qwen3-4B", "cumulative_vendi", "baseline")[:2]
 [(1, 44.6), (2, 46.1)]
+>>> paper_scale("Qwen/Qwen3-8B-Base"), paper_scale("smollm2-135m"), paper_scale("x", None)
+('Qwen3-8B', 'Qwen3-4B', None)
 """
 
 from __future__ import annotations
@@ -23,7 +25,11 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-__all__ = ["paper_values", "paper_labels", "paper_series", "paper_cells", "ARM_LABELS"]
+__all__ = ["paper_values", "paper_labels", "paper_series", "paper_cells", "paper_scale",
+           "PAPER_SCALES", "ARM_LABELS"]
+
+#: The model scales of the paper's co-evolution tables and figures (their groups).
+PAPER_SCALES = ("Qwen3-4B", "Qwen3-8B")
 
 #: Display names of arms and paper rows (ASCII, so they work in LaTeX too).
 ARM_LABELS = {
@@ -78,3 +84,13 @@ def paper_cells(label: str, group: str) -> dict[str, dict[str, dict[str, float |
         out[row] = {c: v if isinstance(v, dict) else {"mean": v, "se": None}
                     for c, v in cols.items()}
     return out
+
+
+def paper_scale(model: str | None, default: str | None = "Qwen3-4B") -> str | None:
+    """The group of the paper's co-evolution tables and figures that ``model`` reproduces:
+    ``Qwen/Qwen3-8B-Base`` (or ``Qwen3-8B``) -> ``Qwen3-8B``, the same for 4B. A model the paper
+    did not co-evolve (the tiny and GPU profiles' models) gets ``default``: the paper's main
+    scale as a labelled reference, or None for no overlay. A figure of an 8B run thus draws the
+    paper's 8B curves, never its 4B ones."""
+    name = str(model or "").rstrip("/").rsplit("/", 1)[-1].removesuffix("-Base")
+    return name if name in PAPER_SCALES else default

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from vdlib.drawing import (
@@ -52,7 +53,8 @@ from vdlib.paper_values import paper_series, paper_values
 
 __all__ = [
     "PlotResult", "DPI", "show", "save_figure", "diversity_dynamics", "DYNAMICS_PANELS",
-    "cumulative_vendi_figure", "phase_ablation_figure", "question_profile",
+    "cumulative_vendi_figure", "embedding_diversity_figure", "SCALE_COLOURS",
+    "phase_ablation_figure", "question_profile",
     "PROFILE_QUANTITIES", "annealing_figure", "entropy_figure",
 ]
 
@@ -222,6 +224,90 @@ def cumulative_vendi_figure(metrics: pd.DataFrame, out_dir: str | os.PathLike | 
         if arms:
             ax.legend(loc="best")
     return _result(fig, out_dir, name, agg)
+
+
+#: the paper's colours of its two model scales (fig:diversity_combined, fig:embedding_diversity:
+#: 4B blue, 8B orange); other scales take the next of :data:`_MORE_COLOURS`
+SCALE_COLOURS = {"Qwen3-4B": "#4C72B0", "Qwen3-8B": "#DD8452"}
+_MORE_COLOURS = ("#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C")
+_SCALE_ARM_STYLE = {"baseline": ("--", "o")}  # (line style, marker); VD arms solid squares
+
+
+def _scale_colours(scales: Sequence[str]) -> dict[str, str]:
+    extra = iter(_MORE_COLOURS * (1 + len(scales) // len(_MORE_COLOURS)))
+    return {s: SCALE_COLOURS.get(s) or next(extra) for s in scales}
+
+
+def _draw_scale(ax: Any, xs: Sequence[float], ys: Sequence[float], se: Sequence[float] | None,
+                colour: str, arm: str, label: str, paper: bool) -> None:
+    ls, marker = _SCALE_ARM_STYLE.get(arm, ("-", "s"))
+    if paper:
+        ax.plot(xs, ys, color=colour, ls=ls, marker=marker, mfc="none", ms=4, lw=1.2,
+                alpha=0.9, label=label)
+    else:
+        ax.errorbar(xs, ys, yerr=se, color=colour, ls=ls, marker=marker, ms=5, lw=1.6,
+                    capsize=3, label=label)
+
+
+def embedding_diversity_figure(metrics_by_scale: Mapping[str, pd.DataFrame],
+                               out_dir: str | os.PathLike | None = None, *,
+                               arms: Sequence[str] | None = ("baseline", "vd75"),
+                               paper_models: Sequence[str] = ("Qwen3-4B", "Qwen3-8B"),
+                               name: str = "embedding_diversity") -> PlotResult:
+    """fig:embedding_diversity as the paper draws it: the cumulative Vendi score (iterations
+    1..N pooled) of the baseline (dashed) and VD75 (solid) at every model scale together, one
+    colour per scale (4B blue, 8B orange). Left: ours, from one loop-metrics frame per scale
+    (``{"Qwen3-4B": ..., "Qwen3-8B": ...}``; notebook 01 passes its own runs and those of its
+    ``reference_experiments``), mean +- SE over seeds; right: the paper's ``paper_models``.
+    ``data``: ``source`` (ours / paper), ``scale``, ``arm``, ``iteration``, ``mean``, ``se``,
+    ``n`` (the paper's points with no SE)."""
+    scales = list(metrics_by_scale)
+    colours = _scale_colours([*scales, *(m for m in paper_models if m not in scales)])
+    frames = []
+    for scale, metrics in metrics_by_scale.items():
+        agg = metric_summary(metrics, ["cumulative_vendi"])
+        present = select_arms(agg["arm"], arms, "embedding_diversity_figure")
+        mine = agg[agg["arm"].isin(present)]
+        if not mine.empty:
+            frames.append(mine.assign(source="ours", scale=scale))
+    paper_rows = [{"source": "paper", "scale": model, "arm": arm, "iteration": x, "mean": y,
+                   "se": float("nan"), "n": None}
+                  for model in paper_models for arm in ("baseline", "vd75")
+                  for x, y in paper_series("fig:embedding_diversity", model, "cumulative_vendi",
+                                           arm)]
+    cols = ["source", "scale", "arm", "iteration", "mean", "se", "n"]
+    ours = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
+    ours = ours.reindex(columns=cols)
+    with figure_style():
+        fig, axes = new_figure(1, 2, w=4.6, h=3.4)
+        ax, pax = axes[0]
+        for scale in scales:
+            mine = ours[ours["scale"] == scale]
+            for arm in dict.fromkeys(mine["arm"]):
+                d = mine[mine["arm"] == arm].sort_values("iteration")
+                _draw_scale(ax, d["iteration"], d["mean"].to_numpy(float),
+                            np.nan_to_num(d["se"].to_numpy(float)), colours[scale], arm,
+                            f"{scale} {arm_label(arm)}", paper=False)
+        if ours.empty:
+            note(ax, "no cumulative Vendi in these runs")
+        ax.set(title="Ours: cumulative Vendi ↑", xlabel="Iteration",
+               ylabel="effective # distinct questions")
+        for model in paper_models:
+            for arm in ("baseline", "vd75"):
+                pts = paper_series("fig:embedding_diversity", model, "cumulative_vendi", arm)
+                if pts:
+                    xs, ys = zip(*pts, strict=True)
+                    _draw_scale(pax, xs, ys, None, colours[model], arm,
+                                f"{model} {arm_label(arm)}", paper=True)
+        pax.set(title="Paper: cumulative Vendi ↑", xlabel="Iteration")
+        for a in (ax, pax):
+            integer_xaxis(a)
+            if a.get_legend_handles_labels()[0]:
+                a.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2,
+                         frameon=False)
+    paper = pd.DataFrame(paper_rows, columns=cols)
+    data = pd.concat([ours, paper], ignore_index=True) if not ours.empty else paper
+    return _result(fig, out_dir, name, data)
 
 
 def phase_ablation_figure(metrics: pd.DataFrame, out_dir: str | os.PathLike | None = None, *,

@@ -9,7 +9,8 @@ switch (a named choice where the paper is silent or vdlib deviates: issue 16's r
 paper-literal default. Every notebook writes it as ``settings.{md,tex,csv}``
 (:meth:`vdlib.report.Report.finish`), so each report shows the settings it used.
 :func:`benchmarks_table` is ``tab:benchmarks``: items per benchmark, ours (from an evaluation
-summary) beside the paper's (notebook 01).
+summary, and counted from the data for the paper's benchmarks it did not evaluate, e.g. Minerva)
+beside the paper's (notebook 01).
 
 >>> from vdlib.config import load_params
 >>> t = settings_table(load_params({}))
@@ -21,6 +22,7 @@ summary) beside the paper's (notebook 01).
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,7 +31,9 @@ import pandas as pd
 from vdlib.config import ExperimentConfig, load_params, to_dict
 
 __all__ = ["TRAINING_ROWS", "KLCOV_ROWS", "SWITCHES", "PAPER_BENCHMARK_ITEMS",
-           "settings_table", "benchmarks_table"]
+           "BENCHMARK_COLUMNS", "settings_table", "benchmarks_table"]
+
+logger = logging.getLogger(__name__)
 
 ROLES = ("proposer", "solver")
 
@@ -76,7 +80,7 @@ KLCOV_ROWS: list[tuple[str, str, str]] = [
 SWITCHES = ("vocab_dropout.width", "scoring.penalty_scope", "proposer.clip_eps_low",
             "proposer.clip_eps_high", "proposer.ppo_mini_batches", "proposer.updates_per_batch",
             "proposer.rollout_is_correction", "solver.rollout_is_correction",
-            "verification.transfer_source", "evaluation.se_ddof", "evaluation.per_seed",
+            "scoring.parse_failure_reward", "verification.transfer_source", "evaluation.se_ddof", "evaluation.per_seed",
             "evaluation.single_eval_runs", "evaluation.olympiadbench_subset",
             "evaluation.judge", "metrics.bootstrap_unit", "metrics.semantic_embedder",
             "metrics.nli_unidirectional")
@@ -162,10 +166,39 @@ def _same(paper: str, ours: str) -> bool:
         return paper.strip().lower() == ours.strip().lower().removeprefix("openai:")
 
 
-def benchmarks_table(summary: Any) -> pd.DataFrame:
-    """``tab:benchmarks``: items per benchmark in an :class:`vdlib.evaluation.EvalSummary`
-    (after ``evaluation.limit`` and the OlympiadBench subset) beside the paper's count."""
+#: the columns of :func:`benchmarks_table`
+BENCHMARK_COLUMNS = ["benchmark", "items (ours)", "items (paper)", "evaluated"]
+
+
+def _count_items(name: str, ev: Any) -> int | None:
+    """Items of benchmark ``name`` under the evaluation section ``ev`` (its data folder, limit
+    and OlympiadBench subset), or None where its data cannot be read here."""
+    from vdlib.evaluation import BenchmarkUnavailableError, load_benchmark
+
+    try:
+        return len(load_benchmark(name, ev.data_dir, ev.limit,
+                                  olympiadbench_subset=ev.olympiadbench_subset))
+    except (BenchmarkUnavailableError, OSError, ImportError, ValueError) as e:
+        logger.warning("tab:benchmarks: %s not counted (%s)", name, e)
+        return None
+
+
+def benchmarks_table(summary: Any, evaluation: Any = None) -> pd.DataFrame:
+    """``tab:benchmarks``: one row per benchmark of an :class:`vdlib.evaluation.EvalSummary`,
+    its items (after ``evaluation.limit`` and the OlympiadBench subset) beside the paper's
+    count, and, with ``evaluation`` (a config's evaluation section), one row per other benchmark
+    of the paper's table, counted from its data without evaluating it (blank where the data
+    cannot be read here: the Hub under ``HF_HUB_OFFLINE``, no file in ``data_dir``). Notebook 01
+    evaluates the six benchmarks of ``tab:vanilla_eval`` and counts Minerva, which the paper
+    lists under "Additional benchmarks (annealing experiments)" and evaluates in 03, 04 and 05.
+    Column ``evaluated``: whether ``summary`` holds the benchmark."""
     rows = [{"benchmark": name, "items (ours)": result.n,
-             "items (paper)": PAPER_BENCHMARK_ITEMS.get(name)}
+             "items (paper)": PAPER_BENCHMARK_ITEMS.get(name), "evaluated": True}
             for name, result in summary.results.items()]
-    return pd.DataFrame(rows, columns=["benchmark", "items (ours)", "items (paper)"])
+    if evaluation is not None:
+        rows += [{"benchmark": name, "items (ours)": _count_items(name, evaluation),
+                  "items (paper)": items, "evaluated": False}
+                 for name, items in PAPER_BENCHMARK_ITEMS.items() if name not in summary.results]
+    frame = pd.DataFrame(rows, columns=BENCHMARK_COLUMNS)
+    frame["items (ours)"] = frame["items (ours)"].astype("Int64")
+    return frame
