@@ -80,7 +80,8 @@ KLCOV_ROWS: list[tuple[str, str, str]] = [
 SWITCHES = ("vocab_dropout.width", "scoring.penalty_scope", "proposer.clip_eps_low",
             "proposer.clip_eps_high", "proposer.ppo_mini_batches", "proposer.updates_per_batch",
             "proposer.rollout_is_correction", "solver.rollout_is_correction",
-            "scoring.parse_failure_reward", "verification.transfer_source", "evaluation.se_ddof", "evaluation.per_seed",
+            "scoring.parse_failure_reward", "verification.transfer_source",
+            "evaluation.se_ddof", "evaluation.per_seed",
             "evaluation.single_eval_runs", "evaluation.olympiadbench_subset",
             "evaluation.judge", "metrics.bootstrap_unit", "metrics.semantic_embedder",
             "metrics.nli_unidirectional")
