@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 import pytest
+from scipy import stats
 
 from vdlib import experiments as ex
 from vdlib.artifacts import write_jsonl
@@ -45,10 +46,14 @@ def summary(accs: dict[str, list[float]]) -> EvalSummary:
 # ----------------------------------------------------------------------------- pure helpers
 
 
-def test_pool_seeds_uses_one_value_per_seed():
-    pooled = ex.pool_seeds({("vd75", 0): summary({"a": [0.2, 0.4]}),
-                            ("vd75", 1): summary({"a": [0.6, 0.6]}),
-                            ("baseline", 0): summary({"a": [0.1, 0.3]})})
+def _eval_cfg(tmp_path, **evaluation):
+    return load_params(tiny(tmp_path, seeds=[0, 1], evaluation=evaluation))
+
+
+def test_pool_seeds_follows_per_seed_and_se_ddof(tmp_path):
+    grid = {("vd75", 0): summary({"a": [0.2, 0.4]}), ("vd75", 1): summary({"a": [0.6, 0.6]}),
+            ("baseline", 0): summary({"a": [0.1, 0.3]})}
+    pooled = ex.pool_seeds(grid, _eval_cfg(tmp_path, per_seed="mean"))
     assert list(pooled) == ["vd75", "baseline"]
     r = pooled["vd75"].results["a"]
     assert r.accuracies == pytest.approx([0.3, 0.6]) and r.seeds == [0, 1]
@@ -56,11 +61,16 @@ def test_pool_seeds_uses_one_value_per_seed():
     assert r.se == pytest.approx(sd / math.sqrt(2))
     # one seed: the evaluation runs are kept
     assert pooled["baseline"].results["a"].accuracies == [0.1, 0.3]
+    # the defaults: each seed's first evaluation run (the paper's cells)
+    first = ex.pool_seeds(grid, _eval_cfg(tmp_path))["vd75"].results["a"]
+    assert first.accuracies == [0.2, 0.6] and first.se == pytest.approx(0.2 / math.sqrt(2))
+    sample = ex.pool_seeds(grid, _eval_cfg(tmp_path, se_ddof=1))["vd75"].results["a"]
+    assert sample.se == pytest.approx(0.4 / math.sqrt(2) / math.sqrt(2))
 
 
-def test_pool_seeds_keeps_only_benchmarks_every_seed_has():
+def test_pool_seeds_keeps_only_benchmarks_every_seed_has(tmp_path):
     pooled = ex.pool_seeds({("a", 0): summary({"x": [1.0], "y": [0.0]}),
-                            ("a", 1): summary({"x": [0.0]})})
+                            ("a", 1): summary({"x": [0.0]})}, _eval_cfg(tmp_path))
     assert set(pooled["a"].results) == {"x"}
 
 
@@ -123,7 +133,7 @@ def test_grid_evaluation_and_resume(tmp_path):
     again = ex.evaluate_runs({("vd75", 1): runs[("vd75", 1)]}, cfg, "solver")
     assert again[("vd75", 1)].results["gsm_symbolic"].accuracies == \
         evals[("vd75", 1)].results["gsm_symbolic"].accuracies
-    pooled = ex.pool_seeds(evals)
+    pooled = ex.pool_seeds(evals, cfg)
     assert pooled["vd75"].protocol["pooled_over_seeds"] == [0, 1]
     base = ex.evaluate_base(cfg)
     assert (tmp_path / "t" / "base_eval" / "tiny-random" / "summary.json").exists()
@@ -226,13 +236,19 @@ def test_compare_arms_over_seeds(tmp_path):
     table = ex.compare_arms(runs, evals).set_index("quantity")
     row = table.loc["Self-BLEU (lower = diverse)"]
     assert row["baseline"] == pytest.approx(0.6) and row["vd75"] == pytest.approx(0.25)
-    # population SD over the seeds / sqrt(k) (evaluation.se_ddof = 0, the paper's rule)
-    assert row["baseline_se"] == pytest.approx(0.1 / 2 ** 0.5)
-    assert row["vd75_se"] == pytest.approx(0.05 / 2 ** 0.5)
+    # sample SD over the seeds / sqrt(k): a comparison, not a cell of the paper's tables
+    assert row["baseline_se"] == pytest.approx(0.1)
+    assert row["vd75_se"] == pytest.approx(0.05)
     assert row["difference"] == pytest.approx(-0.35)
-    assert row["difference_se"] == pytest.approx(math.sqrt((0.1 ** 2 + 0.05 ** 2) / 2))
-    assert bool(row["separated"]) is True  # 0.35 > 2 x 0.079
+    assert row["difference_se"] == pytest.approx(math.sqrt(0.1 ** 2 + 0.05 ** 2))
+    welch = stats.ttest_ind([0.2, 0.3], [0.5, 0.7], equal_var=False)
+    assert (row["welch_t"], row["welch_df"], row["welch_p"]) == \
+        pytest.approx((welch.statistic, welch.df, welch.pvalue))
+    paired = stats.ttest_rel([0.2, 0.3], [0.5, 0.7])
+    assert row["n_pairs"] == 2 and row["paired_df"] == 1
+    assert (row["paired_t"], row["paired_p"]) == pytest.approx((paired.statistic, paired.pvalue))
+    assert not row["significant"] and not row["paired_significant"]  # p = 0.13 and 0.09
     assert table.loc["Vendi", "baseline_n"] == 0  # undefined everywhere: no values
-    assert table.loc["valid questions", "difference"] == 0 and not table.loc["valid questions",
-                                                                              "separated"]
+    assert table.loc["valid questions", "difference"] == 0
+    assert not table.loc["valid questions", "significant"]  # no spread: no test
     assert table.loc["solver pass@1 (stand-in)", "vd75"] == pytest.approx(0.25)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from scipy import stats
 
 from vdlib.evaluation import BenchmarkResult, EvalSummary
 from vdlib.results import (
@@ -63,27 +64,53 @@ def test_collect_then_report(tmp_path):
 
     summary = summary_table(load_results(path))
     row = summary[(summary.arm == "VD75") & (summary.iteration == 2)].iloc[0]
-    assert row["self_bleu"] == "0.325 ± 0.004" and row["seeds"] == 2  # pstdev 0.005 / sqrt 2
+    assert row["self_bleu"] == "0.325 ± 0.005" and row["seeds"] == 2  # sample SD 0.007 / sqrt 2
     p1 = pass1_table(load_results(path)).set_index("arm")
     assert p1.loc["Base (no training)", "gsm8k"] == "12.0 ± 0.9"  # its 3 evaluation runs
     assert p1.loc["VD75", "gsm8k"] == "32.0 ± 0.0" and p1.loc["VD75", "gsm8k seeds"] == 2
     eff = effects_table(load_results(path))
     bleu = eff[(eff.metric == "self_bleu") & (eff.iteration == 2)].iloc[0]
-    assert bleu["diff"] == pytest.approx(-0.205) and bool(bleu["paper_direction_beyond_2se"])
-    # paired by seed: differences -0.20 and -0.21; two pairs are too few for a paired verdict
+    assert bleu["diff"] == pytest.approx(-0.205) and bool(bleu["paper_direction"])
+    welch = stats.ttest_ind([0.32, 0.33], [0.52, 0.54], equal_var=False)
+    assert bleu["welch_t"] == pytest.approx(welch.statistic, abs=0.005)
+    assert bleu["welch_df"] == pytest.approx(welch.df, abs=0.005)
+    assert bleu["welch_p"] == pytest.approx(welch.pvalue, abs=5e-5)
+    assert bool(bleu["welch_significant"]) == (welch.pvalue < 0.05)
+    # paired by seed: differences -0.20 and -0.21, a t-test on 1 df
+    paired = stats.ttest_rel([0.32, 0.33], [0.52, 0.54])
     assert bleu["n_pairs"] == 2 and bleu["paired_diff"] == pytest.approx(-0.205)
-    assert not bool(bleu["paired_beyond_2se"])
+    assert bleu["paired_df"] == 1 and bleu["paired_p"] == pytest.approx(paired.pvalue, abs=5e-5)
+    assert bool(bleu["paired_significant"]) == (paired.pvalue < 0.05)
     vendi = eff[(eff.metric == "vendi") & (eff.iteration == 2)].iloc[0]
-    assert vendi["diff"] == 0 and not bool(vendi["paper_direction_beyond_2se"])
+    assert vendi["diff"] == 0 and not bool(vendi["paper_direction"])
+    assert vendi["welch_p"] == 1 and not bool(vendi["welch_significant"])
 
     files = results_report(path, tmp_path / "report")
     names = sorted(p.name for p in files)
     assert {"gpu_small_main_dynamics.png", "gpu_small_main_summary.md",
             "gpu_small_main_pass1.csv", "gpu_small_main_effects.md",
             "gpu_small_main_report.json"} <= set(names)
+    effects_md = (tmp_path / "report" / "gpu_small_main_effects.md").read_text(encoding="utf-8")
+    assert effects_md.startswith("VD arm minus baseline (vdlib.stats.compare_seeds)")
+    assert (tmp_path / "report" / "gpu_small_main_pass1.md").read_text(
+        encoding="utf-8").startswith("pass@1 in %, mean ± SE; SE = population SD (ddof 0)")
     again = pd.read_csv(tmp_path / "report" / "gpu_small_main_effects.csv")
     assert list(again.columns)[:6] == ["arm", "metric", "iteration", "n_baseline", "n_vd",
                                       "baseline"]
+
+
+def test_vdlib_results_prints_the_comparisons(tmp_path, capsys):
+    """``vdlib results`` prints the effects table (compare_seeds' tests), then the files."""
+    from vdlib.cli import main
+
+    runs = _runs(tmp_path / "runs")
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(collect_results(runs, meta={"iterations": 2})))
+    assert main(["results", str(path), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("VD arm minus baseline (vdlib.stats.compare_seeds)")
+    assert "welch_p" in out and "paired_p" in out and "paired_significant" in out
+    assert str(tmp_path / "out" / "r_effects.md") in out
 
 
 def test_a_file_without_records_is_refused(tmp_path):
@@ -265,3 +292,49 @@ def test_the_invalid_reasons_table_covers_exactly_the_merged_runs():
         assert valid == pytest.approx(100 * sum(r["valid_questions"] for r in recs) / n, abs=0.05)
     assert len(rows) == len({(r["arm"], r["iteration"]) for r in data["records"]
                              if r["arm"] != "base"})
+
+
+def _compare_module():
+    import importlib.util
+
+    path = ROOT / "benchmarks" / "results" / "gpu_small" / "compare.py"
+    spec = importlib.util.spec_from_file_location("gpu_small_compare", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+#: a number not glued to a letter (``135M``, ``4B``, ``H100`` and ``t(2)``'s df aside)
+_NUMBER = r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?![\w])"
+#: subsections of the GPU section about machines, timings and plans, not results
+_NOT_FROM_THE_JSON = ("### What was run", "### What testing the rest would need")
+
+
+@pytest.mark.skipif(not COMMITTED.exists(), reason="no committed GPU results yet")
+def test_results_md_gpu_section_is_what_compare_py_prints():
+    """docs/RESULTS.md's GPU section: every compare.py block is what the script prints from the
+    committed JSON, and every number of the prose around them (headings and the subsections
+    about machines and plans aside) is a number the script prints."""
+    import re
+
+    mod = _compare_module()
+    text = (ROOT / "docs" / "RESULTS.md").read_text(encoding="utf-8")
+    new = mod.blocks()
+    assert mod.embedded(text) == new
+    section = text[text.index("## GPU scale"):]
+    section = section[:section.index("\n## ", 1)]
+    prose = re.sub(r"<!-- BEGIN compare\.py:(\w+) -->.*?<!-- END compare\.py:\1 -->", "",
+                   section, flags=re.S)
+    kept, skip = [], False
+    for line in prose.splitlines():
+        if line.startswith("#"):
+            skip = line.startswith(_NOT_FROM_THE_JSON)
+            continue
+        if not skip:
+            kept.append(line)
+    printed = {n.replace(",", "") for body in new.values() for n in re.findall(_NUMBER, body)}
+    quoted = [n.replace(",", "") for n in re.findall(_NUMBER, "\n".join(kept))]
+    assert len(quoted) > 50
+    assert [n for n in quoted if n not in printed] == []
+    for phrase in ("paper's unpaired", "paper's 2-SE", "paper's rule", "at every iteration"):
+        assert phrase not in section, phrase

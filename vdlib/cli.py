@@ -332,7 +332,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     rs = command("results", help="draw the figure and tables of a committed results JSON",
                  description="The report step on a results file alone (vdlib.results): the "
-                 "diversity figure, per-iteration summary, pass@1 and effects tables.")
+                 "diversity figure, per-iteration summary, pass@1 and effects tables; prints "
+                 "the effects table (Welch's and the paired t-test of each arm against the "
+                 "baseline, vdlib.stats.compare_seeds).")
     rs.add_argument("file", help="results JSON (e.g. docs/results/gpu_small_main.json)")
     rs.add_argument("--out", required=True, help="folder for the figure and tables")
     rs.set_defaults(func=_cmd_results)
@@ -400,7 +402,11 @@ def build_parser() -> argparse.ArgumentParser:
 def _cmd_results(args: argparse.Namespace) -> int:
     from vdlib.results import results_report
 
-    for path in results_report(args.file, args.out):
+    written = results_report(args.file, args.out)
+    effects = [p for p in written if p.name.endswith("_effects.md")]
+    if effects:  # the arm-vs-arm comparisons (vdlib.stats.compare_seeds)
+        sys.stdout.write(effects[0].read_text(encoding="utf-8") + "\n")
+    for path in written:
         sys.stdout.write(f"{path}\n")
     return 0
 

@@ -28,7 +28,7 @@ from typing import Any
 from vdlib import experiments as ex
 from vdlib import layout
 from vdlib.config import ExperimentConfig
-from vdlib.evaluation import EvalSummary, pool_runs
+from vdlib.evaluation import EvalSummary
 from vdlib.evaluation.judged import judge_evaluation
 
 __all__ = ["pool", "eval_config", "seed_eval_config", "single_eval_config", "evaluate_ood",
@@ -64,9 +64,10 @@ def single_eval_config(cfg: ExperimentConfig) -> ExperimentConfig:
 
 def pool(summaries: Mapping[Any, EvalSummary], cfg: ExperimentConfig
          ) -> dict[Hashable, EvalSummary]:
-    """:func:`vdlib.evaluation.pool_runs` under ``cfg.evaluation``'s ``per_seed`` and
-    ``se_ddof`` (plain keys, e.g. the base model's row, keep their evaluation runs)."""
-    return pool_runs(summaries, cfg.evaluation.per_seed, cfg.evaluation.se_ddof)
+    """:func:`vdlib.experiments.pool_seeds`, the one pooling rule of every notebook:
+    :func:`vdlib.evaluation.pool_runs` under ``cfg.evaluation``'s ``per_seed`` and ``se_ddof``
+    (plain keys, e.g. the base model's row, keep their evaluation runs)."""
+    return ex.pool_seeds(summaries, cfg)
 
 
 def ood_config(cfg: ExperimentConfig) -> ExperimentConfig:

@@ -9,9 +9,8 @@ The notebooks are thin drivers over these functions:
   ``<folder>/summary.json`` (resumable, read back without loading the model when complete);
   :func:`evaluate_runs` does it for a role (solver or proposer) of every run at an iteration,
   :func:`evaluate_base` for the untrained starting checkpoint (the tables' "Base" row);
-- :func:`pool_seeds` turns per-run summaries into one summary per arm (pass@1 per seed = the
-  mean over its evaluation runs; mean and standard error across seeds, or across evaluation
-  runs when there is one seed);
+- :func:`pool_seeds` turns per-run summaries into one summary per arm under
+  ``evaluation.per_seed`` and ``evaluation.se_ddof`` (the one pooling rule of every notebook);
 - :func:`accuracy_frame` and :func:`entropy_frame` give tidy tables for :mod:`vdlib.plots`.
 """
 
@@ -20,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import statistics
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -28,8 +26,8 @@ from typing import Any
 from vdlib import layout
 from vdlib.config import ExperimentConfig, load_params
 from vdlib.curriculum_sets import composition_frame, diversity_frame
-from vdlib.evaluation import BenchmarkResult, EvalSummary, protocol_kwargs
-from vdlib.stats import mean_and_se
+from vdlib.evaluation import EvalSummary, pool_runs, protocol_kwargs
+from vdlib.stats import compare_seeds, mean_and_se
 
 __all__ = ["RunKey", "seed_configs", "run_grid", "experiment_dir", "report_dir",
            "evaluate_checkpoint", "evaluate_runs", "evaluate_base", "read_evaluation",
@@ -187,25 +185,17 @@ def evaluate_base(cfg: ExperimentConfig, model: str | None = None) -> EvalSummar
                                layout.base_evaluation_dir(cfg.output_dir, cfg.experiment, name))
 
 
-def pool_seeds(summaries: Mapping[RunKey, EvalSummary]) -> dict[str, EvalSummary]:
-    """One summary per arm (in first-seen order). With several seeds, each seed contributes one
-    accuracy per benchmark (the mean over its evaluation runs), so the standard error is
-    across training seeds; with one seed, the evaluation runs' accuracies are kept."""
-    by_arm: dict[str, list[tuple[int, EvalSummary]]] = {}
-    for (arm, seed), s in summaries.items():
-        by_arm.setdefault(arm, []).append((seed, s))
-    pooled: dict[str, EvalSummary] = {}
-    for arm, items in by_arm.items():
-        if len(items) == 1:
-            pooled[arm] = items[0][1]
-            continue
-        benches = [b for b in items[0][1].results if all(b in s.results for _, s in items)]
-        pooled[arm] = EvalSummary(
-            {b: BenchmarkResult(b, items[0][1].results[b].n,
-                                [statistics.fmean(s.results[b].accuracies) for _, s in items],
-                                [seed for seed, _ in items]) for b in benches},
-            {**items[0][1].protocol, "pooled_over_seeds": [seed for seed, _ in items]})
-    return pooled
+def pool_seeds(summaries: Mapping[Any, EvalSummary], cfg: ExperimentConfig
+               ) -> dict[Any, EvalSummary]:
+    """One summary per arm (in first-seen order), the one pooling rule of every notebook's
+    tables: :func:`vdlib.evaluation.pool_runs` under ``cfg.evaluation``'s ``per_seed`` and
+    ``se_ddof`` (:mod:`vdlib.stats`). With several seeds each contributes one accuracy per
+    benchmark (``first_run``: its first evaluation run, the paper's; ``mean``: the mean of its
+    runs), so the standard error is across training seeds; with one seed, or a plain key (the
+    starting checkpoint's row), the evaluation runs are kept. :func:`vdlib.eval_grid.pool` is
+    this function."""
+    ev = cfg.evaluation
+    return pool_runs(summaries, ev.per_seed, ev.se_ddof)
 
 
 def accuracy_frame(summaries: Mapping[Any, EvalSummary], **columns: Any):
@@ -383,14 +373,14 @@ COMPARED = {"valid_questions": "valid questions", "self_bleu": "Self-BLEU (lower
 
 def compare_arms(runs: Mapping[RunKey, Path], evals: Mapping[RunKey, EvalSummary] | None = None,
                  arms: tuple[str, str] = ("baseline", "vd75"), iteration: int | None = None):
-    """Two arms over seeds at ``iteration`` (default: the last all runs finished): per quantity
+    """Two arms over seeds at ``iteration`` (default: the last all runs finished), per quantity
     of :data:`COMPARED` (and ``pass@1``, the mean over benchmarks of each run's evaluation),
-    each arm's mean and standard error across seeds, the difference ``arms[1] - arms[0]`` and
-    its standard error (Welch: ``sqrt(se0^2 + se1^2)``), and ``separated`` = |difference| >
-    2 x its standard error. Missing values (e.g. Vendi with < 2 valid questions) are dropped
-    per run; ``n`` columns say how many seeds remain."""
-    import math as _math
-
+    through :func:`vdlib.stats.compare_seeds`: each arm's mean and standard error across seeds
+    (sample SD / sqrt(n)) and ``n``, the difference ``arms[1] - arms[0]`` and its standard
+    error (sample SDs), Welch's t, df and two-sided p, the paired t by seed (``n_pairs``, df,
+    p), the exact permutation p-values, and ``significant`` / ``paired_significant`` (two-sided
+    p < :data:`vdlib.stats.ALPHA`). Missing values (e.g. Vendi with < 2 valid questions) are
+    dropped per run."""
     import pandas as pd
 
     from vdlib.metrics.run_metrics import summary_metrics
@@ -399,25 +389,28 @@ def compare_arms(runs: Mapping[RunKey, Path], evals: Mapping[RunKey, EvalSummary
     t = iteration if iteration is not None else last_iteration(picked)
     m = summary_metrics(list(picked.values()))
     m = m[(m.iteration == t) & m.metric.isin(list(COMPARED))]
-    values: dict[tuple[str, str], list[float]] = {}
+    values: dict[tuple[str, str], dict[Any, float]] = {}
     for r in m.itertuples():
-        values.setdefault((r.metric, r.arm), []).append(float(r.value))
+        values.setdefault((r.metric, r.arm), {})[r.seed] = float(r.value)
     if evals:
-        for (arm, _seed), s in evals.items():
+        for (arm, seed), s in evals.items():
             if arm in arms and s.results:
-                values.setdefault(("pass@1", arm), []).append(s.average()[0])
+                values.setdefault(("pass@1", arm), {})[seed] = s.average()[0]
     rows = []
     for metric, label in [*COMPARED.items(), ("pass@1", "solver pass@1 (stand-in)")]:
-        stats = []
-        for arm in arms:
-            xs = values.get((metric, arm), [])
-            mean, se = mean_and_se(xs) if xs else (float("nan"), None)
-            se = float("nan") if se is None else se
-            stats.append((mean, se, len(xs)))
-        (m0, s0, n0), (m1, s1, n1) = stats
-        diff, dse = m1 - m0, _math.sqrt(s0 ** 2 + s1 ** 2)
-        rows.append({"quantity": label, f"{arms[0]}": m0, f"{arms[0]}_se": s0, f"{arms[0]}_n": n0,
-                     f"{arms[1]}": m1, f"{arms[1]}_se": s1, f"{arms[1]}_n": n1,
-                     "difference": diff, "difference_se": dse,
-                     "separated": bool(abs(diff) > 2 * dse) if dse == dse else False})
+        xs = [values.get((metric, arm), {}) for arm in arms]
+        row: dict[str, Any] = {"quantity": label}
+        for arm, x in zip(arms, xs, strict=True):
+            mean, se = mean_and_se(list(x.values()), ddof=1) if x else (float("nan"), None)
+            row.update({arm: mean, f"{arm}_se": float("nan") if se is None else se,
+                        f"{arm}_n": len(x)})
+        if all(xs):
+            c = compare_seeds(*xs)
+            row.update(difference=c.diff, difference_se=c.se, welch_t=c.welch_t,
+                       welch_df=c.welch_df, welch_p=c.welch_p, n_pairs=c.n_pairs,
+                       paired_t=c.paired_t, paired_df=c.paired_df, paired_p=c.paired_p,
+                       perm_p=c.perm_p, paired_perm_p=c.paired_perm_p,
+                       significant=c.welch_significant,
+                       paired_significant=c.paired_significant)
+        rows.append(row)
     return pd.DataFrame(rows)

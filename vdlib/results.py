@@ -7,8 +7,9 @@ checkpoint's pass@1 (arm ``base``, iteration 0) into one JSON (``docs/results/*.
 :func:`results_report` is the report step on that file alone: the figure of notebook 01's plot
 function (:func:`vdlib.plots.diversity_dynamics`, the paper's curves beside ours), a table of
 every field per arm and iteration (mean +- SE over seeds), the pass@1 table, and the effects
-table (each VD arm minus the baseline, in SEs of the difference) that docs/RESULTS.md quotes.
-``vdlib results FILE --out DIR`` runs it.
+table (each VD arm minus the baseline: Welch's and the paired t-test of
+:func:`vdlib.stats.compare_seeds`) that docs/RESULTS.md quotes. ``vdlib results FILE --out DIR``
+runs it and prints the effects table.
 
 >>> RECORD_FIELDS[:3]
 ('valid_fraction', 'self_bleu', 'vendi')
@@ -17,7 +18,6 @@ table (each VD arm minus the baseline, in SEs of the difference) that docs/RESUL
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -28,7 +28,7 @@ import pandas as pd
 from vdlib import layout
 from vdlib.artifacts import atomic_write_json
 from vdlib.frames import LOOP_METRIC_COLUMNS, arm_label
-from vdlib.stats import mean_and_se
+from vdlib.stats import ALPHA, SE_DDOF, compare_seeds, mean_and_se
 from vdlib.table_format import format_cell
 
 __all__ = ["RECORD_FIELDS", "PASS1_PREFIX", "collect_results", "merge_results", "load_results",
@@ -42,8 +42,8 @@ RECORD_FIELDS = ("valid_fraction", "self_bleu", "vendi", "novelty_rate", "cumula
 #: record keys of solver pass@1: ``pass1_<benchmark>`` (mean over evaluation runs, in %) and
 #: ``pass1_<benchmark>_runs`` (each run's accuracy, in %)
 PASS1_PREFIX = "pass1_"
-#: fewest seeds run by both arms for a paired verdict in :func:`effects_table`
-MIN_PAIRS = 3
+#: spread of :func:`summary_table`'s SEs: the sample SD (no paper cell reproduced there)
+SUMMARY_DDOF = 1
 #: the paper's direction for each diversity metric: +1 = VD should raise it, -1 = lower it
 DIRECTION = {"self_bleu": -1, "vendi": 1, "novelty_rate": 1, "cumulative_vendi": 1,
              "unique_tokens": 1, "proposer_entropy": 1}
@@ -174,31 +174,34 @@ def pass1_frame(data: Mapping[str, Any]) -> pd.DataFrame:
     rows = [{"arm": r["arm"], "seed": r["seed"], "iteration": r["iteration"],
              "benchmark": k[len(PASS1_PREFIX):], "accuracy": float(v)}
             for r in data["records"] for k, v in r.items()
-            if k.startswith(PASS1_PREFIX) and not k.endswith("_runs") and v is not None]
+            if k.startswith(PASS1_PREFIX) and isinstance(v, int | float)]
     return pd.DataFrame(rows, columns=["arm", "seed", "iteration", "benchmark", "accuracy"])
 
 
-def _cell(values: Sequence[float], digits: int = 3) -> str:
-    return format_cell(*mean_and_se(list(values)), "markdown", digits)
+def _cell(values: Sequence[float], digits: int = 3, ddof: int = SE_DDOF) -> str:
+    return format_cell(*mean_and_se(list(values), ddof), "markdown", digits)
 
 
-def summary_table(data: Mapping[str, Any], fields: Sequence[str] = RECORD_FIELDS
-                  ) -> pd.DataFrame:
-    """One row per arm and iteration, each field as ``mean ± SE`` over seeds (``n`` seeds)."""
+def summary_table(data: Mapping[str, Any], fields: Sequence[str] = RECORD_FIELDS,
+                  ddof: int = SUMMARY_DDOF) -> pd.DataFrame:
+    """One row per arm and iteration, each field as ``mean ± SE`` over seeds (``n`` seeds); the
+    SE is ``std(ddof) / sqrt(n)``, by default the sample SD (:data:`SUMMARY_DDOF`: the loop
+    metrics are no paper table's cells, and :func:`effects_table` tests with the sample SD)."""
     frame = loop_frame(data, fields)
     rows = []
     for (arm, t), g in frame.groupby(["arm", "iteration"], sort=False):
         row = {"arm": arm_label(arm), "iteration": int(t), "seeds": g["seed"].nunique()}
         for f in fields:
             v = g[g["metric"] == f]["value"]
-            row[f] = _cell(v) if len(v) else ""
+            row[f] = _cell(v, 3, ddof) if len(v) else ""
         rows.append(row)
     return pd.DataFrame(rows).sort_values(["iteration", "arm"], kind="stable",
                                           ignore_index=True)
 
 
-def pass1_table(data: Mapping[str, Any]) -> pd.DataFrame:
-    """Solver pass@1 (%) per arm, evaluated iteration and benchmark: mean ± SE over the seeds
+def pass1_table(data: Mapping[str, Any], ddof: int = SE_DDOF) -> pd.DataFrame:
+    """Solver pass@1 (%) per arm, evaluated iteration and benchmark: mean ± SE (``std(ddof) /
+    sqrt(k)``, by default the paper's rule for its pass@1 cells, the population SD) over the seeds
     evaluated on that benchmark (each seed: the mean of its evaluation runs; the starting
     checkpoint: over its evaluation runs), and how many seeds that is (``<benchmark> seeds``;
     a seed whose evaluation was cut short lacks the benchmarks it did not finish; blank for the
@@ -217,7 +220,7 @@ def pass1_table(data: Mapping[str, Any]) -> pd.DataFrame:
             have = [r for r in evaluated if r.get(f"{PASS1_PREFIX}{b}") is not None]
             values = ([a for r in have for a in r[f"{PASS1_PREFIX}{b}_runs"]]
                       if arm == "base" else [r[f"{PASS1_PREFIX}{b}"] for r in have])
-            row[b] = _cell(values, 1) if values else ""
+            row[b] = _cell(values, 1, ddof) if values else ""
             row[f"{b} seeds"] = len(have) if arm != "base" else ""  # no training seed
         rows.append(row)
     return pd.DataFrame(rows)
@@ -225,56 +228,66 @@ def pass1_table(data: Mapping[str, Any]) -> pd.DataFrame:
 
 def effects_table(data: Mapping[str, Any], baseline: str = "baseline",
                   metrics: Sequence[str] = tuple(DIRECTION)) -> pd.DataFrame:
-    """Each VD arm minus the baseline, per metric and iteration: the seeds on each side, the
-    difference of the seed means, its SE (``sqrt(se_vd² + se_base²)``), the difference in SEs,
-    and whether it goes the paper's way by more than 2 SE (only with 2 or more seeds on both
-    sides; otherwise there is no SE to judge by). Beside it, the same judged on the seeds both
-    arms ran (``paired_*``): the mean of the per-seed differences and its SE. A seed fixes the
-    sampling seeds of every arm, so arms of one seed share their random draws and much of the
-    between-seed spread cancels in the pairs; the unpaired columns are the paper's. The paired
-    verdict needs :data:`MIN_PAIRS` seeds: the SE of two differences is too unstable to judge
-    by (its value is still shown)."""
+    """Each VD arm minus the baseline, per metric and iteration, from
+    :func:`vdlib.stats.compare_seeds` (rounded): the seeds on each side, the seed means, their
+    difference and its SE from the sample SDs, Welch's t, its Welch–Satterthwaite df and
+    two-sided p; the same on the seeds both arms ran (``paired_*``: the mean per-seed
+    difference, its SE, the paired t on ``n_pairs - 1`` df and its p); the exact permutation
+    p-values (``perm_p``: relabelling the pooled seeds; ``paired_perm_p``: sign flips of the
+    per-seed differences); ``paper_direction`` (the difference goes the way the paper reports,
+    :data:`DIRECTION`) and ``welch_significant`` / ``paired_significant`` (two-sided p <
+    :data:`vdlib.stats.ALPHA`). A seed fixes the sampling seeds of every arm, so arms of one
+    seed share their random draws and much of the between-seed spread cancels in the pairs."""
     frame = loop_frame(data, metrics)
     rows = []
     for (arm, metric, t), g in frame.groupby(["arm", "metric", "iteration"], sort=True):
         if arm == baseline:
             continue
         b = frame[(frame["arm"] == baseline) & (frame["metric"] == metric)
-                  & (frame["iteration"] == t)]["value"]
+                  & (frame["iteration"] == t)]
         if b.empty:
             continue
-        m_vd, se_vd = mean_and_se(list(g["value"]))
-        m_b, se_b = mean_and_se(list(b))
-        diff = m_vd - m_b
-        se = math.sqrt((se_vd or 0.0) ** 2 + (se_b or 0.0) ** 2) if (se_vd or se_b) else None
-        both = len(g) >= 2 and len(b) >= 2
-        z = diff / se if se and both else None
-        base_by_seed = dict(zip(frame.loc[b.index, "seed"], b, strict=True))
-        pairs = [v - base_by_seed[seed] for seed, v in zip(g["seed"], g["value"], strict=True)
-                 if seed in base_by_seed]
-        p_mean, p_se = mean_and_se(pairs) if pairs else (None, None)
-        p_z = p_mean / p_se if len(pairs) >= 2 and p_se else None
+        c = compare_seeds(dict(zip(b["seed"], b["value"], strict=True)),
+                          dict(zip(g["seed"], g["value"], strict=True)))
         rows.append({"arm": arm_label(arm), "metric": metric, "iteration": int(t),
-                     "n_baseline": len(b), "n_vd": len(g),
-                     "baseline": round(m_b, 4), "vd": round(m_vd, 4), "diff": round(diff, 4),
-                     "se": round(se, 4) if se is not None else None,
-                     "diff_in_se": round(z, 2) if z is not None else None,
-                     "paper_direction_beyond_2se": bool(z is not None
-                                                        and z * DIRECTION[metric] > 2),
-                     "n_pairs": len(pairs),
-                     "paired_diff": round(p_mean, 4) if p_mean is not None else None,
-                     "paired_se": round(p_se, 4) if p_se is not None else None,
-                     "paired_in_se": round(p_z, 2) if p_z is not None else None,
-                     "paired_beyond_2se": bool(p_z is not None and len(pairs) >= MIN_PAIRS
-                                               and p_z * DIRECTION[metric] > 2)})
+                     "n_baseline": c.n_a, "n_vd": c.n_b, "baseline": _r(c.mean_a, 4),
+                     "vd": _r(c.mean_b, 4), "diff": _r(c.diff, 4), "se": _r(c.se, 4),
+                     "welch_t": _r(c.welch_t, 2), "welch_df": _r(c.welch_df, 2),
+                     "welch_p": _r(c.welch_p, 4), "n_pairs": c.n_pairs,
+                     "paired_diff": _r(c.paired_diff, 4), "paired_se": _r(c.paired_se, 4),
+                     "paired_t": _r(c.paired_t, 2), "paired_df": c.paired_df,
+                     "paired_p": _r(c.paired_p, 4), "perm_p": _r(c.perm_p, 4),
+                     "paired_perm_p": _r(c.paired_perm_p, 4),
+                     "paper_direction": bool(c.diff * DIRECTION[metric] > 0),
+                     "welch_significant": c.welch_significant,
+                     "paired_significant": c.paired_significant})
     return pd.DataFrame(rows)
+
+
+def _r(x: float | None, digits: int) -> float | None:
+    return None if x is None else round(x, digits)
+
+
+#: the first line of each table's ``.md``: which rule its cells use
+TABLE_NOTES = {
+    "summary": f"Mean ± SE over seeds; SE = sample SD (ddof {SUMMARY_DDOF}) / sqrt(n seeds).",
+    "pass1": f"pass@1 in %, mean ± SE; SE = population SD (ddof {SE_DDOF}) / sqrt(k), the rule "
+             "of the paper's printed mean ± SE cells; k = the seeds (each the mean of its "
+             "evaluation runs), or the starting checkpoint's evaluation runs.",
+    "effects": "VD arm minus baseline (vdlib.stats.compare_seeds): se from the sample SDs; "
+               "Welch's t on Welch–Satterthwaite df; paired t by seed on n_pairs - 1 df; "
+               "two-sided p-values; exact permutation p-values (perm_p: relabelling the pooled "
+               "seeds; paired_perm_p: sign flips of the per-seed differences); *_significant: "
+               f"p < {ALPHA}.",
+}
 
 
 def results_report(path: str | os.PathLike, out_dir: str | os.PathLike,
                    name: str | None = None) -> list[Path]:
     """The report step on a results JSON alone: ``<name>_dynamics.{png,pdf,csv}`` (notebook 01's
     :func:`vdlib.plots.diversity_dynamics`, with the paper's Qwen3-4B curves), and the tables
-    ``<name>_summary``, ``<name>_pass1`` and ``<name>_effects`` (``.md`` and ``.csv``), plus
+    ``<name>_summary``, ``<name>_pass1`` and ``<name>_effects`` (``.md``, headed by the rule of
+    its cells, :data:`TABLE_NOTES`, and ``.csv``), plus
     ``<name>_report.json`` listing them; the written paths."""
     from vdlib import plots
 
@@ -289,8 +302,8 @@ def results_report(path: str | os.PathLike, out_dir: str | os.PathLike,
                           ("effects", effects_table(data))):
         base = out / f"{name}_{suffix}"
         table.to_csv(base.with_suffix(".csv"), index=False)
-        base.with_suffix(".md").write_text(table.to_markdown(index=False) + "\n",
-                                           encoding="utf-8")
+        base.with_suffix(".md").write_text(
+            f"{TABLE_NOTES[suffix]}\n\n{table.to_markdown(index=False)}\n", encoding="utf-8")
         written += [base.with_suffix(".csv"), base.with_suffix(".md")]
     meta = {k: v for k, v in data.items() if k != "records"}
     written.append(atomic_write_json(out / f"{name}_report.json",
