@@ -22,18 +22,18 @@ from vdlib.config import (
 ROOT = Path(__file__).resolve().parent.parent
 
 # The paper's appendix table (tab:training_hypers) and setup section, transcribed independently.
-# (Its "Micro-batch (experience)" row, 4, has no key: TRL computes log-probs in update
-# micro-batches, so vdlib has nothing to set.)
+# (Its "Micro-batch (experience)" row, 4, sizes the old-log-prob pass of KL-Cov / Clip-Cov.)
 PAPER_TABLE = {
     "proposer": {"learning_rate": 1e-6, "weight_decay": 1e-2, "warmup_steps": 0,
                  "max_grad_norm": 1.0, "kl_beta": 1e-2, "gradient_checkpointing": True,
                  "precision": "bfloat16", "global_batch_size": 16, "micro_batch_size_update": 2,
-                 "rollout_batch_size": 16, "num_generations": 4, "temperature": 1.0, "top_p": 0.99,
+                 "micro_batch_size_experience": 4, "rollout_batch_size": 16, "num_generations": 4,
+                 "temperature": 1.0, "top_p": 0.99,
                  "max_response_length": 2048, "max_steps": 6, "epochs": 10},
     "solver": {"learning_rate": 1e-6, "weight_decay": 1e-2, "warmup_steps": 0,
                "max_grad_norm": 1.0, "kl_beta": 1e-2, "gradient_checkpointing": True,
                "precision": "bfloat16", "global_batch_size": 8, "micro_batch_size_update": 2,
-               "rollout_batch_size": 8, "temperature": 1.0,
+               "micro_batch_size_experience": 4, "rollout_batch_size": 8, "temperature": 1.0,
                "top_p": 0.99, "max_response_length": 2048, "max_steps": 20, "epochs": 10},
     "scoring": {"num_solver_samples": 10, "tau_min": 0.3, "tau_max": 0.7, "bleu_threshold": 0.5,
                 "solver_target": "proposer", "proposer_reward_variant": "paper"},
@@ -125,9 +125,9 @@ BAD = [
     ({"evaluation": {"runs": 0}}, ["evaluation.runs"]),
     # a key with one possible value that nothing read is gone
     ({"proposer": {"cov_scope": "mini_batch"}}, ["proposer.cov_scope", "unknown key"]),
-    # a key nothing read is gone (the paper's experience micro-batch has no TRL setting)
-    ({"solver": {"micro_batch_size_experience": 4}}, ["solver.micro_batch_size_experience",
-                                                      "unknown key"]),
+    ({"solver": {"micro_batch_size_experience": 0}}, ["solver.micro_batch_size_experience"]),
+    ({"proposer": {"cov_old_logprobs": "exact"}}, ["proposer.cov_old_logprobs",
+                                                   "recompute, detach"]),
 ]
 
 

@@ -83,9 +83,14 @@ class GRPOConfig:
                                    "solver 8.", gt=0)
     micro_batch_size_update: int = param(2, "Completions per device per forward/backward of "
                                          f"the update (gradient accumulation fills the rest). "
-                                         f"{PAPER}: 2. The table's experience (log-prob) "
-                                         "micro-batch, 4, has no setting here: TRL computes "
-                                         "log-probs in micro-batches of this size.", gt=0)
+                                         f"{PAPER}: 2. TRL's own log-prob passes (reference, "
+                                         "old log-probs off-policy) use this size too.", gt=0)
+    micro_batch_size_experience: int = param(4, "Completions per forward of the no-grad pass "
+                                             "that recomputes old log-probs before the update "
+                                             "(verl's / EasyR1's compute_log_prob) for kl_cov / "
+                                             "clip_cov with cov_old_logprobs: recompute; grpo "
+                                             f"does not read it. {PAPER}: 4 ('Micro-batch "
+                                             "(experience)').", gt=0)
     rollout_batch_size: int = param(16, "Prompts per rollout (generation) batch, a multiple of "
                                     "global_batch_size; one mask is drawn per rollout batch. "
                                     f"{PAPER}: proposer 16, solver 8.", gt=0)
@@ -139,6 +144,17 @@ class GRPOConfig:
                                   "Paper: 2e-4.", gt=0, le=1)
     clip_cov_lb: float = param(1.0, "Clip-Cov covariance lower bound. Paper: 1.")
     clip_cov_ub: float = param(5.0, "Clip-Cov covariance upper bound. Paper: 5.")
+    cov_old_logprobs: str = param("recompute", "Old log-probs of kl_cov / clip_cov. recompute: "
+                                  "a separate no-grad forward of the policy over each rollout "
+                                  "batch before its update, in micro_batch_size_experience "
+                                  "chunks, as the paper's system (verl / EasyR1 / R-Zero: "
+                                  "compute_log_prob, no on-policy shortcut before verl v0.6.0) "
+                                  "does; its bf16 rounding differs from the update's, so "
+                                  "KL-Cov's |logp - old| term acts at one on-policy step per "
+                                  "rollout batch (docs/experiments.md). detach: the update's "
+                                  "own log-probs, detached, whenever TRL skips its old-log-prob "
+                                  "pass (exactly on-policy; KL-Cov's term is then 0). grpo does "
+                                  "not read it.", choices=("recompute", "detach"))
 
 
 def _solver_grpo() -> GRPOConfig:

@@ -15,6 +15,10 @@ are per sequence ``(B,)`` (broadcast over tokens) or already per token ``(B, T)`
 "over valid tokens" divides by ``max(N_valid, 1)``, so an all-padding batch gives 0, not NaN.
 Stats are detached 0-dim tensors (no device sync).
 
+Old log-probs (KL-Cov / Clip-Cov): these functions take ``old_logp`` as given; where it comes
+from (a separate no-grad pass, as verl's ``compute_log_prob``, or the update's own detached
+log-probs) is the trainer's choice (``vdlib.trainer``, config ``cov_old_logprobs``).
+
 Selection scope (KL-Cov / Clip-Cov): the covariance means, N_valid, k and the random draw are
 taken over exactly the batch passed in. verl calls the loss per micro-batch
 (``scope="micro_batch"``). ``scope="mini_batch"`` means the caller selects over the whole
@@ -283,12 +287,18 @@ def kl_cov_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor
     it). Aggregate with :func:`token_mean`.
 
     Selection: :func:`kl_cov_select` on this batch, or a precomputed bool (B, T) ``selected``.
-    On-policy (``logp == old_logp``) the penalty and its gradient (``sign(0) = 0``) vanish, so
-    KL-Cov equals plain ``-A r``: it acts only from the second optimizer step on a rollout batch.
+    Where ``logp == old_logp`` exactly, the penalty and its gradient (``sign(0) = 0``) vanish and
+    KL-Cov equals plain ``-A r``. Where they differ at all, however little, the gradient is the
+    full ``kl_coef * sign(logp - old_logp) * grad logp``. In verl before v0.6.0 and in
+    EasyR1 / R-Zero, ``old_logp`` always comes from a separate no-grad forward
+    (``compute_log_prob``, experience micro-batches) whose bf16 rounding can differ from the
+    update's, so the term can act even at one on-policy step per rollout batch
+    (docs/experiments.md, "KL-Cov on-policy"; config ``cov_old_logprobs``).
     Stats: ``abs_log_ratio`` (mean |logp - old_logp| over valid tokens: verl's ``ppo_kl``),
     ``selected_fraction``, ``n_selected``, ``penalty`` (the KL term's share of the token-mean
     loss: ``sum_selected kl_coef |logp - old_logp| / N_valid``) and ``n_active`` (selected
-    tokens with ``logp != old_logp``, i.e. where the term has a gradient; 0 on-policy).
+    tokens with ``logp != old_logp``, i.e. where the term has a gradient; 0 on-policy) and
+    ``differ_fraction`` (share of the valid tokens with ``logp != old_logp``, selected or not).
     """
     if selected is None:
         selected = kl_cov_select(logp, advantages, mask, k_frac)
@@ -302,7 +312,8 @@ def kl_cov_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor
              "selected_fraction": token_mean(selected.float(), m),
              "n_selected": selected.sum(),
              "penalty": token_mean(torch.where(selected, penalty.detach(), 0), m),
-             "n_active": (selected & (log_ratio.detach() != 0)).sum()}
+             "n_active": (selected & (log_ratio.detach() != 0)).sum(),
+             "differ_fraction": token_mean((log_ratio.detach() != 0).float(), m)}
     return torch.where(m, per_token, 0), stats
 
 

@@ -19,7 +19,13 @@
   :func:`vdlib.grpo.kl_cov_loss` / :func:`vdlib.grpo.clip_cov_loss` and keep the KL term and the
   aggregation. Their statistics (KL-Cov's ``penalty``, ``n_active``; Clip-Cov's
   ``n_selected``, the tokens whose gradient it cut) go into TRL's per-step logs as
-  ``<variant>/<stat>``, which the run keeps in ``proposer_train.json``.
+  ``<variant>/<stat>``, which the run keeps in ``proposer_train.json``. Their old log-probs
+  (``cov["old_logprobs"]``, config ``cov_old_logprobs``): ``recompute`` (default) takes them
+  from a separate no-grad forward over the rollout batch in chunks of
+  ``cov["experience_micro_batch"]`` (config ``micro_batch_size_experience``, the paper's 4), as
+  verl's and EasyR1's ``compute_log_prob`` do before every update; ``detach`` keeps TRL's rule
+  (the update's own log-probs, detached, whenever TRL skips its pass: exactly on-policy, where
+  KL-Cov's term is 0). See docs/experiments.md, "KL-Cov on-policy".
 
 Batch sizes follow verl's meaning, which the paper's table uses: ``global_batch_size`` and
 ``rollout_batch_size`` count *prompts*; each prompt gets ``num_generations`` completions. So a
@@ -53,7 +59,10 @@ from vdlib.vocab_dropout import VocabDropout
 
 __all__ = ["MaskedGRPOTrainer", "trl_args", "training_dtypes", "lm_head_mask", "ProposerReward",
            "SolverReward", "completion_text", "check_rollouts_masked", "prepare_vllm_rollouts",
-           "release_rollout_engine", "split_timing"]
+           "release_rollout_engine", "split_timing", "COV_OLD_LOGPROBS"]
+
+#: Where KL-Cov / Clip-Cov take their old log-probs from (see the module docstring).
+COV_OLD_LOGPROBS = ("recompute", "detach")
 
 logger = logging.getLogger(__name__)
 
@@ -213,7 +222,8 @@ def completion_text(completion: Any) -> str:
 class MaskedGRPOTrainer(GRPOTrainer):
     """TRL's GRPOTrainer with the vocabulary mask at sampling time and the loss variants (see
     the module docstring). Extra keyword arguments: ``vocab_dropout``, ``mask_seed_fn(step)``,
-    ``loss_variant`` (grpo | kl_cov | clip_cov), ``cov`` (k_frac, beta, ratio, lb, ub) and
+    ``loss_variant`` (grpo | kl_cov | clip_cov), ``cov`` (k_frac, beta, ratio, lb, ub,
+    old_logprobs: recompute | detach, experience_micro_batch) and
     ``rollout_llm_kwargs`` (extra ``vllm.LLM`` keywords of TRL's colocated engine,
     :func:`vdlib.engines.rollout_llm_kwargs`)."""
 
@@ -226,6 +236,12 @@ class MaskedGRPOTrainer(GRPOTrainer):
         if loss_variant not in ("grpo", "kl_cov", "clip_cov"):
             raise ValueError(f"loss_variant = {loss_variant!r}; allowed values: grpo, "
                              "kl_cov, clip_cov")
+        old_mode = (cov or {}).get("old_logprobs", "recompute")
+        if old_mode not in COV_OLD_LOGPROBS:
+            raise ValueError(f"cov old_logprobs = {old_mode!r}; allowed values: "
+                             f"{', '.join(COV_OLD_LOGPROBS)}")
+        if int((cov or {}).get("experience_micro_batch", 4)) < 1:
+            raise ValueError("cov experience_micro_batch must be >= 1")
         from vdlib.vllm_backend import trl_llm_kwargs
 
         with trl_llm_kwargs(rollout_llm_kwargs):  # TRL's colocated vLLM starts in here
@@ -265,6 +281,29 @@ class MaskedGRPOTrainer(GRPOTrainer):
                 out = super()._generate_single_turn(prompt_ids, *args, **kwargs)
         check_rollouts_masked(out[0], self.vocab_dropout, seed)
         return out
+
+    def _generate_and_score_completions(self, inputs: Any) -> dict[str, Any]:
+        out = super()._generate_and_score_completions(inputs)
+        if (self.loss_variant != "grpo" and self.model.training
+                and self.cov.get("old_logprobs", "recompute") == "recompute"):
+            out["old_per_token_logps"] = self._experience_logps(out)
+        return out
+
+    def _experience_logps(self, batch: dict[str, Any]) -> torch.Tensor:
+        """Old log-probs of a rollout batch as verl's / EasyR1's ``compute_log_prob``: one
+        no-grad forward of the current policy over the whole batch, before any update on it, in
+        chunks of ``experience_micro_batch`` completions (the update runs in chunks of
+        ``per_device_train_batch_size``). Replaces TRL's own pass where TRL made one."""
+        from trl.models.utils import disable_gradient_checkpointing
+
+        input_ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
+        attention_mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
+        with torch.no_grad(), disable_gradient_checkpointing(
+                self.model, self.args.gradient_checkpointing_kwargs):
+            logps, _, _ = self._get_per_token_logps_and_entropies(
+                self.model, input_ids, attention_mask, batch["completion_ids"].size(1),
+                batch_size=int(self.cov.get("experience_micro_batch", 4)))
+        return logps
 
     def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> torch.Tensor:
         if self.loss_variant == "grpo":
