@@ -126,6 +126,7 @@ class Loop:
         if self.tracker is not None:
             self.tracker.close()
             self.tracker = None
+        self.store.close()  # the run's engine (engine.lifetime: run)
         if self.lock is not None:
             self.lock.release()
             self.lock = None

@@ -57,6 +57,15 @@ class EngineConfig:
                                               gt=0)
     max_model_len: int | None = param(None, "vLLM context length; null = the stage's need "
                                       "(prompt + max new tokens), capped by the model.", gt=0)
+    lifetime: str = param("run", "How long a vLLM engine lives (backend vllm): run (one "
+                          "in-process engine for the whole run, shared by both roles and TRL's "
+                          "colocated rollouts, asleep while training holds the GPU and woken "
+                          "with the current weights pushed in memory; docs/vllm.md, 'Engine "
+                          "lifetime') or stage (an engine per sampling stage, started from the "
+                          "checkpoint on disk and shut down after it, TRL's rollouts in TRL's "
+                          "own engine). run falls back to stage, with a log line, where it "
+                          "cannot apply: several processes, or proposer and solver of "
+                          "different architectures.", choices=("run", "stage"))
     enforce_eager: bool = param(False, "vLLM without CUDA graphs: faster start, slower "
                                 "decoding (small smoke runs).")
     batch_size: int = param(64, "hf backend: prompts x samples per generate call (solver "

@@ -59,6 +59,8 @@ class ModelStore:
         if world_size() > 1:
             logger.info("process %d of %d on %s", rank(), world_size(), self.device)
         self._bases: dict[tuple[str, str], str] = {}
+        self._run_engine: Any = None
+        self._lifetime_checked = False
 
     # ---------------------------------------------------------------- where
 
@@ -172,14 +174,95 @@ class ModelStore:
 
     # ---------------------------------------------------------------- sample
 
+    def lifetime(self) -> str:
+        """The engine lifetime this run uses: ``engine.lifetime``, except ``stage`` where
+        ``run`` cannot apply (another backend than vllm, several processes, or roles of
+        different architectures: one vLLM 0.25.1 process holds one sleep-mode engine), said
+        once in the log."""
+        e = self.cfg.engine
+        if e.backend != "vllm" or e.lifetime == "stage":
+            return "stage"
+        why = None
+        if world_size() > 1:
+            why = "several processes (each rank would need its own engine beside TRL's)"
+        elif self.use_cpu:
+            why = "no GPU"
+        else:
+            from vdlib.engine_lifetime import same_architecture
+            from vdlib.models import checkpoint_path
+
+            cache = self.cfg.model.cache_dir
+            if not same_architecture(checkpoint_path(self.proposer(0), cache),
+                                     checkpoint_path(self.solver(0), cache)):
+                why = "the proposer and the solver differ in architecture"
+        if why is not None:
+            if not self._lifetime_checked:
+                logger.info("engine.lifetime: run does not apply (%s); engines live per stage",
+                            why)
+            self._lifetime_checked = True
+            return "stage"
+        return "run"
+
+    def run_engine(self) -> Any:
+        """The run's one engine (:class:`vdlib.engine_lifetime.RunEngine`), created on first
+        use (it starts at its first sampling), or None under ``engine.lifetime: stage``."""
+        if self._run_engine is None and self.lifetime() == "run":
+            from vdlib.engine_lifetime import RunEngine
+            from vdlib.engines import vllm_max_len
+            from vdlib.models import checkpoint_path, load_tokenizer
+
+            cfg, e = self.cfg, self.cfg.engine
+            longest = max(cfg.proposer.max_response_length, cfg.solver.max_response_length,
+                          cfg.scoring.max_new_tokens, cfg.curriculum.max_new_tokens)
+            build = checkpoint_path(self.solver(0), cfg.model.cache_dir)
+            self._run_engine = RunEngine(
+                e, build, load_tokenizer(build),
+                max_model_len=e.max_model_len or vllm_max_len(1024, longest),
+                dtype=cfg.model.dtype)
+        return self._run_engine
+
+    def trl_engine(self) -> tuple[Any, dict[str, Any]]:
+        """``(factory, GRPOConfig keywords)`` handing the run's engine to TRL's colocated
+        rollouts (sleep mode on: TRL re-pushes its policy after every sleep), or
+        ``(None, {})`` when TRL builds its own engine."""
+        run_engine = self.run_engine()
+        if run_engine is None or rollout_mode(self.cfg.engine) != "colocate":
+            return None, {}
+        return run_engine.trl_llm, {"vllm_enable_sleep_mode": True}
+
+    def close(self) -> None:
+        """Shut the run's engine down (end of the run; no-op without one)."""
+        if self._run_engine is not None:
+            self._run_engine.close()
+            self._run_engine = None
+
     @contextmanager
     def engine(self, path: str, max_new_tokens: int, *, seed: int = 0,
                batch_size: int | None = None, training: bool = False) -> Iterator[Any]:
-        """The ``engine.backend`` engine over checkpoint ``path`` for one stage (vdlib.engines):
-        always started from the checkpoint on disk, so it samples from the weights the
-        previous stage saved, and released when the stage ends. ``training``: a trainer holds
-        this process's GPU meanwhile (the proposer phase's reward); beside TRL's colocated vLLM
-        the engine then runs eager (two in-process engines share vLLM's CUDA-graph state)."""
+        """The ``engine.backend`` engine over checkpoint ``path`` for one stage (vdlib.engines).
+
+        ``engine.lifetime: run``: a view of the run's one engine that samples from ``path``'s
+        weights, pushed in memory at each hand-over (:mod:`vdlib.engine_lifetime`); held
+        awake for the whole block unless ``training`` (the proposer phase's reward, between
+        TRL's rollouts: it wakes, pushes and sleeps per call).
+
+        ``stage``: always started from the checkpoint on disk, so it samples from the weights
+        the previous stage saved, and released when the stage ends. ``training``: a trainer
+        holds this process's GPU meanwhile (the proposer phase's reward); beside TRL's
+        colocated vLLM the engine then runs eager (two in-process engines share vLLM's
+        CUDA-graph state)."""
+        run_engine = self.run_engine()
+        if run_engine is not None:
+            from vdlib.models import checkpoint_path
+
+            local = checkpoint_path(path, self.cfg.model.cache_dir)
+            view = run_engine.view(local, show_progress=not training)
+            if training:
+                yield view
+            else:
+                with run_engine.hold(local):
+                    yield view
+            return
         e = self.cfg.engine
         shares = training and e.backend == "vllm" and rollout_mode(e) == "colocate"
         with open_engine(e, path, device=self.device,

@@ -44,7 +44,8 @@ def grpo_on_problems(model: Any, tok: Any, problems: Sequence[dict[str, Any]], g
                      max_steps: int | None = None, vocab_dropout: Any = None,
                      mask_seed_fn: Callable[[int], int] | None = None,
                      engine: Any = None,
-                     tracked: Callable[[], Any] | None = None) -> tuple[Any, Any]:
+                     tracked: Callable[[], Any] | None = None,
+                     trl_engine: tuple[Any, dict[str, Any]] = (None, {})) -> tuple[Any, Any]:
     """Train ``model`` with GRPO on ``problems`` (``question``, ``answer``) in solver prompts,
     reward 1 when the last ``\\boxed{}`` is equivalent to ``answer``. The data are the problems
     cycled to ``rows`` rows (default: enough for ``g.max_steps`` rollout batches); the mask,
@@ -52,7 +53,8 @@ def grpo_on_problems(model: Any, tok: Any, problems: Sequence[dict[str, Any]], g
     scratch folder ``work_dir`` is removed. ``engine`` (an :class:`~vdlib.config.EngineConfig`)
     routes TRL's rollouts through vLLM (vdlib.engines.trl_vllm_args); None = transformers.
     ``tracked()``: a context manager yielding TRL arguments (:func:`vdlib.tracking.tracked_trainer`)
-    inside which the trainer is built and trained."""
+    inside which the trainer is built and trained. ``trl_engine``: ``(factory, GRPOConfig
+    keywords)`` that hand TRL the run's engine (:meth:`vdlib.model_store.ModelStore.trl_engine`)."""
     import contextlib
 
     from datasets import Dataset
@@ -77,6 +79,8 @@ def grpo_on_problems(model: Any, tok: Any, problems: Sequence[dict[str, Any]], g
         longest = max(len(tok(p, add_special_tokens=False)["input_ids"])
                       for p in data["prompt"][: min(len(data), 4096)])
         overrides.update(trl_vllm_args(engine, longest, g.max_response_length))
+        if trl_engine[0] is not None:
+            overrides.update(trl_engine[1])
     with tracked() if tracked is not None else contextlib.nullcontext({}) as tracking_args:
         args = trl_args(g, output_dir=str(work_dir), use_cpu=use_cpu, seed=seed % 2**31,
                         masked=vocab_dropout is not None, num_processes=world_size(),
@@ -85,7 +89,8 @@ def grpo_on_problems(model: Any, tok: Any, problems: Sequence[dict[str, Any]], g
                                     train_dataset=data, processing_class=tok,
                                     vocab_dropout=vocab_dropout, mask_seed_fn=mask_seed_fn,
                                     loss_variant=g.loss_variant,
-                                    rollout_llm_kwargs=llm_kwargs)
+                                    rollout_llm_kwargs=llm_kwargs,
+                                    rollout_llm_factory=trl_engine[0])
         trainer.train()
     release_rollout_engine(trainer)
     if is_main_process():

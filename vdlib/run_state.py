@@ -62,6 +62,8 @@ NOT_FINGERPRINTED: dict[str, str] = {
     "engine.server_url": "where a server listens",
     "engine.rollout_server_url": "where a server listens",
     "engine.server_gpus": "which GPUs serve",
+    "engine.lifetime": "how long an engine lives; every sample is seeded per request or per "
+                       "trainer hand-over, the same in both (docs/vllm.md)",
 }
 
 

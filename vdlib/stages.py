@@ -90,18 +90,20 @@ def _train_proposer(store: ModelStore, t: int, out: Path, solver_engine: Any) ->
                             seed=derive_seed(cfg.seed, "proposer-score", t) + 1_000_003 * rank(),
                             trainer_ref=lambda: trainer_box[0] if trainer_box else None)
     prompt_tokens = len(tok(prompt, add_special_tokens=False)["input_ids"])
+    factory, engine_args = store.trl_engine()  # engine.lifetime: run hands TRL the run's engine
     with _tracked(store, out, "proposer")() as tracking_args:
         args = trl_args(g, output_dir=str(out / ".trl_proposer"), use_cpu=store.use_cpu,
                         seed=derive_seed(cfg.seed, "proposer", t) % 2**31,
                         masked=vd is not None, num_processes=world_size(),
                         **trl_vllm_args(cfg.engine, prompt_tokens, g.max_response_length),
-                        **tracking_args)
+                        **engine_args, **tracking_args)
         trainer = MaskedGRPOTrainer(
             model=model, reward_funcs=[reward], args=args,
             train_dataset=Dataset.from_dict({"prompt": prompts}), processing_class=tok,
             vocab_dropout=vd,
             mask_seed_fn=(lambda step: mask_seed(cfg.seed, t, "train", step)) if vd else None,
             loss_variant=g.loss_variant, rollout_llm_kwargs=rollout_llm_kwargs(cfg.engine),
+            rollout_llm_factory=factory,
             cov={"k_frac": g.kl_cov_k_frac, "beta": g.kl_cov_beta, "ratio": g.clip_cov_ratio,
                  "lb": g.clip_cov_lb, "ub": g.clip_cov_ub, "old_logprobs": g.cov_old_logprobs,
                  "experience_micro_batch": g.micro_batch_size_experience})
@@ -184,6 +186,7 @@ def solver(store: ModelStore, t: int, out: Path) -> None:
     trainer, reward = grpo_on_problems(model, tok, data, g, out / ".trl_solver",
                                        seed=derive_seed(cfg.seed, "solver", t),
                                        use_cpu=store.use_cpu, engine=cfg.engine,
+                                       trl_engine=store.trl_engine(),
                                        tracked=_tracked(store, out, "solver"))
     log = train_log(trainer, reward)  # every rank: the mean reward is gathered
     if is_main_process():

@@ -134,10 +134,15 @@ def split_timing(history: list[dict[str, Any]]) -> dict[str, Any]:
 
 def release_rollout_engine(trainer: Any) -> None:
     """Shut down TRL's colocated vLLM once training is over, so that its GPU memory returns
-    before the next stage starts its own engine (no-op without one)."""
+    before the next stage starts its own engine (no-op without one). The run's engine
+    (``engine.lifetime: run``) is only taken back from TRL, asleep, for the run's next use."""
     generation = getattr(trainer, "vllm_generation", None)
     llm = getattr(generation, "llm", None)
-    if llm is not None:
+    if llm is not None and hasattr(llm, "policy"):  # vdlib.engine_lifetime._TRLHandle
+        generation.llm = None
+        llm.policy = None
+        llm.sleep(level=2)
+    elif llm is not None:
         from vdlib.vllm_backend import shutdown_llm
 
         generation.llm = None
@@ -225,12 +230,15 @@ class MaskedGRPOTrainer(GRPOTrainer):
     ``loss_variant`` (grpo | kl_cov | clip_cov), ``cov`` (k_frac, beta, ratio, lb, ub,
     old_logprobs: recompute | detach, experience_micro_batch) and
     ``rollout_llm_kwargs`` (extra ``vllm.LLM`` keywords of TRL's colocated engine,
-    :func:`vdlib.engines.rollout_llm_kwargs`)."""
+    :func:`vdlib.engines.rollout_llm_kwargs`) or ``rollout_llm_factory`` (what TRL's
+    ``LLM(...)`` returns instead: the run's engine,
+    :meth:`vdlib.model_store.ModelStore.trl_engine`)."""
 
     def __init__(self, *args: Any, vocab_dropout: VocabDropout | None = None,
                  mask_seed_fn: Callable[[int], int] | None = None,
                  loss_variant: str = "grpo", cov: dict | None = None,
-                 rollout_llm_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+                 rollout_llm_kwargs: dict[str, Any] | None = None,
+                 rollout_llm_factory: Callable[..., Any] | None = None, **kwargs: Any) -> None:
         if (vocab_dropout is None) != (mask_seed_fn is None):
             raise ValueError("vocab_dropout and mask_seed_fn go together")
         if loss_variant not in ("grpo", "kl_cov", "clip_cov"):
@@ -244,8 +252,12 @@ class MaskedGRPOTrainer(GRPOTrainer):
             raise ValueError("cov experience_micro_batch must be >= 1")
         from vdlib.vllm_backend import trl_llm_kwargs
 
-        with trl_llm_kwargs(rollout_llm_kwargs):  # TRL's colocated vLLM starts in here
+        # TRL's colocated vLLM starts in here, or receives the run's engine from the factory
+        with trl_llm_kwargs(rollout_llm_kwargs, factory=rollout_llm_factory):
             super().__init__(*args, **kwargs)
+        handle = getattr(getattr(self, "vllm_generation", None), "llm", None)
+        if rollout_llm_factory is not None and hasattr(handle, "policy"):
+            handle.policy = self.model  # the freshness diagnostic compares against it
         self.vocab_dropout = vocab_dropout
         self.mask_seed_fn = mask_seed_fn
         self.loss_variant = loss_variant

@@ -40,7 +40,7 @@ import logging
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import torch
@@ -374,11 +374,14 @@ def shutdown_llm(llm: Any) -> None:
 
 
 @contextlib.contextmanager
-def trl_llm_kwargs(extra: Mapping[str, Any] | None) -> Iterator[None]:
+def trl_llm_kwargs(extra: Mapping[str, Any] | None,
+                   factory: Callable[..., Any] | None = None) -> Iterator[None]:
     """Within the block, TRL's colocated engine (``trl.generation.vllm_generation.LLM``) is
     built with ``extra`` keywords on top of TRL's own (e.g. ``kv_cache_memory_bytes``, which
-    TRL's ``GRPOConfig`` does not expose); nothing changes for an empty ``extra``."""
-    if not extra:
+    TRL's ``GRPOConfig`` does not expose), or, with ``factory``, is ``factory(**kwargs)``
+    instead (the run's engine, :meth:`vdlib.engine_lifetime.RunEngine.trl_llm`); nothing
+    changes for neither."""
+    if not extra and factory is None:
         yield
         return
     import trl.generation.vllm_generation as trl_vllm
@@ -389,7 +392,9 @@ def trl_llm_kwargs(extra: Mapping[str, Any] | None) -> Iterator[None]:
         return
 
     def llm(*args: Any, **kwargs: Any) -> Any:
-        return original(*args, **{**kwargs, **extra})
+        if factory is not None:
+            return factory(**kwargs)
+        return original(*args, **{**kwargs, **(extra or {})})
 
     trl_vllm.LLM = llm
     try:

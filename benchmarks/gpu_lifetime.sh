@@ -1,0 +1,42 @@
+#!/bin/bash
+# The engine-lifetime GPU session (issue 26), one step per `device` call, on a machine that
+# received the wheel parts (gpu_vllm_session.sh install), with .bench/ (GSM8K test file) carried:
+#   bash benchmarks/gpu_lifetime.sh prepare        # the format warm-start, cached per machine
+#   bash benchmarks/gpu_lifetime.sh profile run    # benchmarks/iteration_profile.py, new lifetime
+#   bash benchmarks/gpu_lifetime.sh profile stage  # the old lifetime (resume: the same command)
+#   bash benchmarks/gpu_lifetime.sh fresh          # tests/test_engine_lifetime_gpu.py + gpu tests
+# Every step copies benchmarks/results/iteration_profile_<card>.json and its logs into $OUT.
+set -o pipefail
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+test -d /tmp/site || { echo "machine was released: send the parts again"; exit 3; }
+export PYTHONPATH=/tmp/site:$PWD:/tmp/vdsite VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 \
+    TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
+card=$(python3 -c "import torch,re;n=torch.cuda.get_device_name().lower();m=re.search(r'h100|h200',n);print(m.group(0) if m else 'gpu')")
+P=params/gpu-small/main_table.yaml
+J=/tmp/iteration_profile_$card.json
+case $1 in
+prepare)
+    python3 -c "
+from vdlib.config import load_params
+from vdlib.model_store import ModelStore
+cfg = load_params('$P', {'output_dir': '/tmp/prep'})
+print(ModelStore(cfg).base(cfg.solver_model, 'base'))" > "$OUT/prepare_$card.log" 2>&1
+    rc=$?; tail -2 "$OUT/prepare_$card.log"; exit $rc
+    ;;
+profile)
+    timeout ${LIMIT:-540} python3 benchmarks/iteration_profile.py $P --lifetime "$2" \
+        --work /tmp/ip --out "$J" > "$OUT/iteration_profile_${2}_$card.log" 2>&1
+    rc=$?
+    cp "$J" "$OUT/iteration_profile_$card.json" 2>/dev/null
+    cp /tmp/ip/$2/profile_partial.json "$OUT/profile_partial_$2.json" 2>/dev/null
+    grep -v "INFO 1[01]-\|WARNING 1[01]-\|Processed prompts\|it/s\]" "$OUT/iteration_profile_${2}_$card.log" | tail -25
+    exit $rc
+    ;;
+fresh)
+    export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
+    python3 -m pytest -m gpu -p no:cacheprovider -o addopts="" -rA -x \
+        tests/test_engine_lifetime_gpu.py ${MORE_TESTS} 2>&1 | tee "$OUT/engine_lifetime_gpu_tests_$card.log" \
+        | grep -v "INFO 1[01]-\|WARNING 1[01]-\|Processed prompts" | tail -30
+    ;;
+esac
