@@ -4,6 +4,7 @@
 #   bash benchmarks/gpu_lifetime.sh prepare        # the format warm-start, cached per machine
 #   bash benchmarks/gpu_lifetime.sh profile run    # benchmarks/iteration_profile.py, new lifetime
 #   bash benchmarks/gpu_lifetime.sh profile stage  # the old lifetime (resume: the same command)
+#   bash benchmarks/gpu_lifetime.sh profile run graphs  # the run lifetime with CUDA graphs
 #   bash benchmarks/gpu_lifetime.sh fresh          # tests/test_engine_lifetime_gpu.py + gpu tests
 # Every step copies benchmarks/results/iteration_profile_<card>.json and its logs into $OUT.
 set -o pipefail
@@ -26,11 +27,11 @@ print(ModelStore(cfg).base(cfg.solver_model, 'base'))" > "$OUT/prepare_$card.log
     ;;
 profile)
     timeout ${LIMIT:-540} python3 benchmarks/iteration_profile.py $P --lifetime "$2" \
-        --work /tmp/ip --out "$J" > "$OUT/iteration_profile_${2}_$card.log" 2>&1
+        ${3:+--graphs} --work /tmp/ip --out "$J" > "$OUT/iteration_profile_${2}${3:+_$3}_$card.log" 2>&1
     rc=$?
     cp "$J" "$OUT/iteration_profile_$card.json" 2>/dev/null
-    cp /tmp/ip/$2/profile_partial.json "$OUT/profile_partial_$2.json" 2>/dev/null
-    grep -v "INFO 1[01]-\|WARNING 1[01]-\|Processed prompts\|it/s\]" "$OUT/iteration_profile_${2}_$card.log" | tail -25
+    cp /tmp/ip/$2${3:++graphs}/profile_partial.json "$OUT/profile_partial_$2${3:+_$3}.json" 2>/dev/null
+    grep -v "INFO 1[01]-\|WARNING 1[01]-\|Processed prompts\|it/s\]" "$OUT/iteration_profile_${2}${3:+_$3}_$card.log" | tail -25
     exit $rc
     ;;
 fresh)

@@ -161,6 +161,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", default="/tmp/iteration_profile")
     ap.add_argument("--bench-dir", default=".bench")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--graphs", action="store_true",
+                    help="engine.enforce_eager: false (CUDA graphs) instead of the params' value; "
+                         "the record's lifetime gets a '+graphs' suffix")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
 
@@ -173,10 +176,12 @@ def main(argv: list[str] | None = None) -> int:
 
     base = to_dict(load_params(args.params))
     base.update(seed=args.seed, iterations=args.iterations)
-    work = Path(args.work) / args.lifetime
-    cfg = load_params(arm_params({**base, "output_dir": str(work),
-                                  "engine": {**base["engine"], "lifetime": args.lifetime}},
-                                 args.arm))
+    engine = {**base["engine"], "lifetime": args.lifetime}
+    if args.graphs:
+        engine["enforce_eager"] = False
+    label = args.lifetime + ("+graphs" if args.graphs else "")
+    work = Path(args.work) / label
+    cfg = load_params(arm_params({**base, "output_dir": str(work), "engine": engine}, args.arm))
     prof = Profile()
     partial_path = work / "profile_partial.json"
     partial = json.loads(partial_path.read_text()) if partial_path.exists() else {}
@@ -231,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
             "processes": 1 + int(c.get("processes", 0)),
         })
     keys = ("wall_s", "startup_s", "engine_starts", "generated_tokens", "floor_s")
-    record = {"lifetime": args.lifetime, "iterations": args.iterations,
+    record = {"lifetime": label, "iterations": args.iterations,
               **{k: round(sum(p[k] for p in per_it), 1) for k in keys},
               "stages_s": {s: round(sum(float(p["stages_s"].get(s, 0)) for p in per_it), 1)
                            for s in per_it[0]["stages_s"]},
@@ -240,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     record["wall_over_floor"] = round(record["wall_s"] / record["floor_s"], 2)
     out = Path(args.out)
     data = json.loads(out.read_text()) if out.exists() else {}
-    runs = [r for r in data.get("runs", []) if r.get("lifetime") != args.lifetime] + [record]
+    runs = [r for r in data.get("runs", []) if r.get("lifetime") != label] + [record]
     data.update(card=torch.cuda.get_device_name(), vllm_version=vllm.__version__,
                 runs=sorted(runs, key=lambda r: r["lifetime"]))
     by = {r["lifetime"]: r for r in data["runs"]}

@@ -4,7 +4,7 @@ shared by both roles and by TRL's GRPO rollouts, asleep while training holds the
 Why one engine and not one per role: vLLM 0.25.1 allows one sleep-mode engine per process
 ("CuMem allocator can only be used for one instance per process"), and the proposer and the
 solver of a run share one architecture, so one engine serves both by swapping weights in
-memory (docs/vllm.md, "Engine lifetime"). Each use is a hand-over:
+memory (docs/vllm.md, "Sharing one GPU with training"). Each use is a hand-over:
 
 1. wake the weights (``wake_up(tags=["weights"])``);
 2. push the weights the use must sample from, in memory: a checkpoint's tensors (read from disk
