@@ -22,7 +22,7 @@
 set -o pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-P=params/gpu-small/main_table.yaml
+P=${PARAMS:-params/gpu-small/main_table.yaml}  # PARAMS=params/gpu-small/fail_neg.yaml for the incentive arms
 D=${GS_DIR:-/tmp/gs}
 END=${END:-$(( $(date +%s) + ${LIMIT:-560} ))}
 left() { echo $(( END - $(date +%s) )); }

@@ -10,8 +10,12 @@ An arm is a small dict merged over a base params dict (``arm_params``); its run 
 - ``kl_cov``, ``clip_cov``: the entropy-control baselines on the proposer, no mask, "with
   all other training settings identical to the Baseline and VD arms" (App. "Entropy-control
   baselines"): the same rollouts and optimizer steps as ``baseline``. With the paper's one
-  on-policy update per rollout batch KL-Cov's ``|log pi - log pi_old|`` term is exactly zero in
-  vdlib (its per-step logs show ``kl_cov/n_active`` = 0; docs/coevolution.md).
+  on-policy update per rollout batch, KL-Cov's ``|log pi - log pi_old|`` term acts only where
+  the separate no-grad pass that computes the old log-probs (``cov_old_logprobs: recompute``,
+  as the paper's system did) rounds differently from the update's forward: never on the CPU,
+  rarely in bf16 on a GPU (``kl_cov/n_active`` 0.03 at one step of three on an H100,
+  benchmarks/results/kl_cov_active_h100.log); ``detach`` makes it exactly zero
+  (docs/experiments.md, "KL-Cov on-policy").
 - ``kl_cov_offpolicy``: KL-Cov where its term acts (vdlib's variant, not a paper arm): each
   global batch is split into two optimizer mini-batches (``proposer.ppo_mini_batches = 2``, as
   verl's ``ppo_mini_batch_size`` below the rollout batch), so it sees the same rollout batches

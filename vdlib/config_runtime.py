@@ -51,25 +51,27 @@ class EngineConfig:
                                       "start-up memory profiling, which fails when another "
                                       "process on the same GPU frees memory meanwhile: what "
                                       "lets several runs share one GPU (vdlib grid --gpus "
-                                      "0,0,0). null = gpu_memory_utilization sizes it.", gt=0)
+                                      "0,0,0). null = gpu_memory_utilization sizes it.", gt=0,
+                                      le=100000)
     rollout_kv_cache_gb: float | None = param(None, "The same for TRL's colocated vLLM (GiB); "
                                               "null = rollout_gpu_memory_utilization sizes it.",
-                                              gt=0)
+                                              gt=0, le=100000)
     max_model_len: int | None = param(None, "vLLM context length; null = the stage's need "
-                                      "(prompt + max new tokens), capped by the model.", gt=0)
+                                      "(prompt + max new tokens), capped by the model.", gt=0,
+                                      le=10**7)
     lifetime: str = param("run", "How long a vLLM engine lives (backend vllm): run (one "
                           "in-process engine for the whole run, shared by both roles and TRL's "
                           "colocated rollouts, asleep while training holds the GPU and woken "
                           "with the current weights pushed in memory; docs/vllm.md, 'Sharing "
                           "one GPU with training') or stage (an engine per sampling stage, "
                           "started from the checkpoint on disk and shut down after it, TRL's "
-                          "rollouts in TRL's own engine). run falls back to stage, with a log line, where it "
-                          "cannot apply: several processes, or proposer and solver of "
-                          "different architectures.", choices=("run", "stage"))
+                          "rollouts in TRL's own engine). run falls back to stage, with a log "
+                          "line, where it cannot apply: several processes, or proposer and "
+                          "solver of different architectures.", choices=("run", "stage"))
     enforce_eager: bool = param(False, "vLLM without CUDA graphs: faster start, slower "
                                 "decoding (small smoke runs).")
     batch_size: int = param(64, "hf backend: prompts x samples per generate call (solver "
-                            "scoring, the proposer reward).", gt=0)
+                            "scoring, the proposer reward).", gt=0, le=65536)
     server_url: str | None = param(None, "server backend: base URL of a running vLLM server "
                                    "(started with vdlib's logits processor); null = vdlib "
                                    "starts one per stage.")
@@ -94,11 +96,14 @@ class SlurmConfig:
 
     partition: str | None = param(None, "SLURM partition; null = the cluster's default.")
     time_min: int = param(240, "Time limit of one run's job, minutes (a run that needs longer "
-                          "resumes when the grid is submitted again).", gt=0)
-    cpus_per_task: int = param(8, "CPU cores per run.", gt=0)
-    mem_gb: int | None = param(None, "Memory per run, GB; null = the partition's default.", gt=0)
+                          "resumes when the grid is submitted again).", gt=0,
+                          le=10**6)
+    cpus_per_task: int = param(8, "CPU cores per run.", gt=0, le=4096)
+    mem_gb: int | None = param(None, "Memory per run, GB; null = the partition's default.", gt=0,
+                               le=10**6)
     account: str | None = param(None, "SLURM account; null = none given.")
-    array_parallelism: int = param(64, "Most array tasks running at once.", gt=0)
+    array_parallelism: int = param(64, "Most array tasks running at once.", gt=0,
+                                   le=100000)
     extra: list[str] = param([], "Other SLURM options as key=value, passed to submitit as "
                              "slurm_<key> (e.g. constraint=h100, qos=high).")
 
@@ -111,8 +116,10 @@ class LauncherConfig:
                       "gpus_per_run, the rest queued) or slurm (a submitit job array).",
                       choices=("local", "slurm"))
     gpus_per_run: int = param(1, "GPUs per run: 1 = one process per run; N > 1 = `accelerate "
-                              "launch` with N processes; 0 = CPU runs.", ge=0)
+                              "launch` with N processes; 0 = CPU runs.", ge=0,
+                              le=1024)
     max_parallel: int | None = param(None, "Most runs at once on this machine; null = one per "
-                                     "GPU group (1 without GPUs).", gt=0)
+                                     "GPU group (1 without GPUs).", gt=0,
+                                     le=4096)
     slurm: SlurmConfig = field(default_factory=SlurmConfig,
                                metadata={"help": "SLURM submission."})

@@ -68,11 +68,14 @@ class ModelConfig:
 class GRPOConfig:
     """GRPO settings for one role (proposer or solver). Defaults are the proposer column."""
 
-    learning_rate: float = param(1e-6, f"AdamW learning rate. {PAPER}.", gt=0)
-    weight_decay: float = param(1e-2, f"AdamW weight decay. {PAPER}.", ge=0)
-    warmup_steps: int = param(0, f"Learning-rate warm-up steps. {PAPER}: 0.", ge=0)
-    max_grad_norm: float = param(1.0, f"Gradient clipping norm. {PAPER}.", gt=0)
-    kl_beta: float = param(1e-2, f"KL penalty coefficient (low-variance k3 KL). {PAPER}.", ge=0)
+    learning_rate: float = param(1e-6, f"AdamW learning rate. {PAPER}.", gt=0, le=1)
+    weight_decay: float = param(1e-2, f"AdamW weight decay. {PAPER}.", ge=0, le=1)
+    warmup_steps: int = param(0, f"Learning-rate warm-up steps. {PAPER}: 0.", ge=0,
+                              le=10**9)
+    max_grad_norm: float = param(1.0, f"Gradient clipping norm. {PAPER}.", gt=0,
+                                  le=1e6)
+    kl_beta: float = param(1e-2, f"KL penalty coefficient (low-variance k3 KL). {PAPER}.", ge=0,
+                            le=1000)
     gradient_checkpointing: bool = param(True, f"Gradient checkpointing. {PAPER}: enabled.")
     precision: str = param("bfloat16", f"Training precision. {PAPER}: bfloat16.",
                            choices=("float32", "bfloat16", "float16"))
@@ -80,29 +83,36 @@ class GRPOConfig:
                                    "(verl's ppo_mini_batch_size; each prompt brings "
                                    f"num_generations completions; split into "
                                    f"ppo_mini_batches steps when > 1). {PAPER}: proposer 16, "
-                                   "solver 8.", gt=0)
+                                   "solver 8.", gt=0, le=65536)
     micro_batch_size_update: int = param(2, "Completions per device per forward/backward of "
                                          f"the update (gradient accumulation fills the rest). "
                                          f"{PAPER}: 2. TRL's own log-prob passes (reference, "
-                                         "old log-probs off-policy) use this size too.", gt=0)
+                                         "old log-probs off-policy) use this size too.", gt=0,
+                                         le=65536)
     micro_batch_size_experience: int = param(4, "Completions per forward of the no-grad pass "
                                              "that recomputes old log-probs before the update "
                                              "(verl's / EasyR1's compute_log_prob) for kl_cov / "
                                              "clip_cov with cov_old_logprobs: recompute; grpo "
                                              f"does not read it. {PAPER}: 4 ('Micro-batch "
-                                             "(experience)').", gt=0)
+                                             "(experience)').", gt=0, le=65536)
     rollout_batch_size: int = param(16, "Prompts per rollout (generation) batch, a multiple of "
                                     "global_batch_size; one mask is drawn per rollout batch. "
-                                    f"{PAPER}: proposer 16, solver 8.", gt=0)
+                                    f"{PAPER}: proposer 16, solver 8.", gt=0,
+                                    le=65536)
     num_generations: int = param(4, f"GRPO samples per prompt G. {PAPER}: proposer 4; the "
-                                 "solver column is blank, vdlib uses 4.", ge=2)
-    temperature: float = param(1.0, f"Rollout sampling temperature. {PAPER}: 1.0.", gt=0)
+                                 "solver column is blank, vdlib uses 4.", ge=2,
+                                 le=4096)
+    temperature: float = param(1.0, f"Rollout sampling temperature. {PAPER}: 1.0.", gt=0,
+                                le=100)
     top_p: float = param(0.99, f"Rollout nucleus top-p. {PAPER}: 0.99.", gt=0, le=1)
-    top_k: int = param(0, "Rollout top-k; 0 disables it. The paper does not use top-k.", ge=0)
-    max_response_length: int = param(2048, f"Max new tokens per rollout. {PAPER}: 2048.", gt=0)
-    max_steps: int = param(6, f"Max GRPO steps per phase. {PAPER}: proposer 6, solver 20.", gt=0)
+    top_k: int = param(0, "Rollout top-k; 0 disables it. The paper does not use top-k.", ge=0,
+                      le=10**7)
+    max_response_length: int = param(2048, f"Max new tokens per rollout. {PAPER}: 2048.", gt=0,
+                                      le=10**7)
+    max_steps: int = param(6, f"Max GRPO steps per phase. {PAPER}: proposer 6, solver 20.", gt=0,
+                          le=10**9)
     epochs: int = param(10, f"Epochs per phase (upper bound; max_steps stops first). {PAPER}.",
-                        gt=0)
+                        gt=0, le=10**6)
     clip_eps_low: float = param(0.2, "PPO clip epsilon below 1 (TRL epsilon, verl "
                                 "clip_ratio_low). Paper, Sec. 'Preliminaries: GRPO and R-Zero' "
                                 "clips with one epsilon, clip(rho, 1-eps, 1+eps), and states no "
@@ -113,7 +123,7 @@ class GRPOConfig:
                                  "R-Zero': one symmetric epsilon, clip(rho, 1-eps, 1+eps), so "
                                  "the default equals clip_eps_low (0.2, verl's default). "
                                  "R-Zero's code clips the upper side higher (0.28, DAPO's "
-                                 "clip-higher): set 0.28 for R-Zero's setting.", gt=0)
+                                 "clip-higher): set 0.28 for R-Zero's setting.", gt=0, le=100)
     rollout_is_correction: bool = param(False, "TRL's importance-sampling correction of "
                                         "rollouts sampled by vLLM (its sequence_mask mode, "
                                         "TRL's default). The paper trained with verl, which "
@@ -122,7 +132,8 @@ class GRPOConfig:
     updates_per_batch: int = param(1, "PPO epochs: passes over each rollout batch (TRL "
                                    "num_iterations, verl ppo_epochs), each pass drawing no new "
                                    "rollouts, so > 1 draws fewer rollout batches within "
-                                   f"max_steps. 1 ({RZERO}: one PPO epoch).", gt=0)
+                                   f"max_steps. 1 ({RZERO}: one PPO epoch).", gt=0,
+                                   le=1000)
     ppo_mini_batches: int = param(1, "Optimizer steps per global batch: each global_batch_size "
                                   "prompts' completions are split into this many mini-batches, "
                                   "one AdamW step each (verl's ppo_mini_batch_size below the "
@@ -132,18 +143,21 @@ class GRPOConfig:
                                   "on-policy update per rollout batch; paper App. "
                                   "'Entropy-control baselines': KL-Cov and Clip-Cov use 'all "
                                   "other training settings identical'). The kl_cov_offpolicy "
-                                  "arm sets 2.", gt=0)
+                                  "arm sets 2.", gt=0, le=65536)
     loss_variant: str = param("grpo", "Policy loss: grpo, or the entropy-control baselines "
                               "kl_cov / clip_cov (paper App. 'Entropy-control baselines', "
                               "proposer only).", choices=("grpo", "kl_cov", "clip_cov"))
     kl_cov_k_frac: float = param(2e-3, "KL-Cov: fraction of tokens (top covariance) penalised, "
                                  "selected within each update micro-batch as verl does. Paper "
                                  "App. 'Entropy-control baselines': 2e-3.", gt=0, le=1)
-    kl_cov_beta: float = param(1.0, "KL-Cov penalty coefficient. Paper: 1.", ge=0)
+    kl_cov_beta: float = param(1.0, "KL-Cov penalty coefficient. Paper: 1.", ge=0,
+                                 le=1000)
     clip_cov_ratio: float = param(2e-4, "Clip-Cov: fraction of tokens whose gradient is cut. "
                                   "Paper: 2e-4.", gt=0, le=1)
-    clip_cov_lb: float = param(1.0, "Clip-Cov covariance lower bound. Paper: 1.")
-    clip_cov_ub: float = param(5.0, "Clip-Cov covariance upper bound. Paper: 5.")
+    clip_cov_lb: float = param(1.0, "Clip-Cov covariance lower bound. Paper: 1.",
+                                ge=-1e6, le=1e6)
+    clip_cov_ub: float = param(5.0, "Clip-Cov covariance upper bound. Paper: 5.",
+                                ge=-1e6, le=1e6)
     cov_old_logprobs: str = param("recompute", "Old log-probs of kl_cov / clip_cov. recompute: "
                                   "a separate no-grad forward of the policy over each rollout "
                                   "batch before its update, in micro_batch_size_experience "
@@ -184,7 +198,8 @@ class VocabDropoutConfig:
     format_strings: list[str] = param(["<question>", "</question>", "\\boxed{", "}"],
                                       "Strings whose tokens are protected (never masked); "
                                       "paper App. 'Vocabulary dropout implementation'.")
-    extra_protected_ids: list[int] = param([], "Additional token ids always kept.")
+    extra_protected_ids: list[int] = param([], "Additional token ids always kept.", ge=0,
+                                           le=10**7)
     width: str = param("vocab_size", "Ids the Bernoulli draw covers. vocab_size: ids below "
                        "tokenizer.vocab_size, as the paper's snippet (App. 'Vocabulary dropout "
                        "implementation', fig:code_diff: 'V = tokenizer.vocab_size'); added "
@@ -199,13 +214,16 @@ class VocabDropoutConfig:
 class ScoringConfig:
     """Self-consistency scoring, proposer reward, repetition penalty and solver target."""
 
-    num_solver_samples: int = param(10, f"Solver answers per question M. {PAPER}: 10.", gt=0)
+    num_solver_samples: int = param(10, f"Solver answers per question M. {PAPER}: 10.",
+                                     gt=0, le=10000)
     temperature: float = param(1.0, f"Solver sampling temperature when scoring. {RZERO}: 1.0.",
-                               gt=0)
+                               gt=0, le=100)
     top_p: float = param(0.99, "Solver top-p when scoring (vdlib: the rollout value).", gt=0,
                          le=1)
-    top_k: int = param(0, "Solver top-k when scoring; 0 disables (R-Zero labels with 40).", ge=0)
-    max_new_tokens: int = param(2048, f"Max solver tokens when scoring. {PAPER}: 2048.", gt=0)
+    top_k: int = param(0, "Solver top-k when scoring; 0 disables (R-Zero labels with 40).", ge=0,
+                      le=10**7)
+    max_new_tokens: int = param(2048, f"Max solver tokens when scoring. {PAPER}: 2048.", gt=0,
+                                 le=10**7)
     tau_min: float = param(0.3, f"Difficulty window lower bound. {PAPER}: 0.3.", ge=0, le=1)
     tau_max: float = param(0.7, f"Difficulty window upper bound. {PAPER}: 0.7 (R-Zero's "
                            "shipped script: 0.8).", ge=0, le=1)
@@ -213,11 +231,12 @@ class ScoringConfig:
                                          "else 0; rzero: min(acc, 1-acc) with no window.",
                                          choices=("paper", "rzero"))
     parse_failure_reward: float = param(0.0, "Proposer reward for an unparseable rollout. "
-                                        "Paper Algorithm 1: 0 (R-Zero code: -1).")
+                                        "Paper Algorithm 1: 0 (R-Zero code: -1).",
+                                        ge=-1000, le=1000)
     bleu_threshold: float = param(0.5, f"BLEU-distance threshold of the repetition-penalty "
                                   f"clustering. {PAPER}: 0.5.", gt=0, le=1)
     penalty_weight: float = param(1.0, "Weight lambda of the repetition penalty (R-Zero: 1).",
-                                  ge=0)
+                                  ge=0, le=1000)
     penalty_scope: str = param("batch", "Which rollouts the repetition penalty clusters and "
                                "divides by. batch: every rollout of the batch, failed ones as "
                                "the empty question, penalty = |cluster| / batch size ("
@@ -237,13 +256,15 @@ class CurriculumConfig:
     """Curriculum generation by the trained proposer."""
 
     num_questions: int = param(8000, f"Questions K generated per iteration. {RZERO}: 8,000.",
-                               gt=0)
+                               gt=0, le=10**7)
     batch_size: int = param(64, "Prompts per generation batch; each batch draws a fresh mask "
-                            f"({VDLIB} for the size).", gt=0)
-    temperature: float = param(1.0, f"Sampling temperature. {PAPER}: 1.0.", gt=0)
+                            f"({VDLIB} for the size).", gt=0, le=65536)
+    temperature: float = param(1.0, f"Sampling temperature. {PAPER}: 1.0.", gt=0,
+                                le=100)
     top_p: float = param(0.99, f"Top-p. {PAPER}: 0.99 (R-Zero generation: 0.95).", gt=0, le=1)
-    top_k: int = param(0, "Top-k; 0 disables it.", ge=0)
-    max_new_tokens: int = param(2048, f"Max new tokens per question. {PAPER}: 2048.", gt=0)
+    top_k: int = param(0, "Top-k; 0 disables it.", ge=0, le=10**7)
+    max_new_tokens: int = param(2048, f"Max new tokens per question. {PAPER}: 2048.", gt=0,
+                                 le=10**7)
 
 
 #: Every benchmark name a config may list: the single source of the names. The registry of
@@ -261,19 +282,23 @@ class EvaluationConfig:
                                   "annealing and transfer experiments). Known: "
                                   f"{', '.join(KNOWN_BENCHMARKS)}.")
     runs: int = param(3, f"Independent runs (seeds); pass@1 = mean over runs, +- s.e. {SETUP}.",
-                      gt=0)
-    temperature: float = param(0.7, f"Sampling temperature. {SETUP}: 0.7.", ge=0)
+                      gt=0, le=1000)
+    temperature: float = param(0.7, f"Sampling temperature. {SETUP}: 0.7.", ge=0,
+                                le=100)
     top_p: float = param(1.0, "Top-p (the paper states none: 1.0).", gt=0, le=1)
-    max_context: int = param(4096, f"Max context (prompt + answer) tokens. {SETUP}: 4096.", gt=0)
+    max_context: int = param(4096, f"Max context (prompt + answer) tokens. {SETUP}: 4096.", gt=0,
+                            le=10**7)
     data_dir: str | None = param(None, "Local benchmark folder (<dir>/<name>/test.jsonl); "
                                  "null = the Hugging Face Hub.")
     limit: int | None = param(None, "Evaluate only the first N items per benchmark (smoke "
-                              "runs); null = all.", gt=0)
+                              "runs); null = all.", gt=0, le=10**9)
     max_new_tokens: int | None = param(None, "Cap on new tokens per answer; null = the paper's "
-                                       "max_context - prompt length.", gt=0)
+                                       "max_context - prompt length.", gt=0,
+                                       le=10**7)
     batch_size: int = param(16, "Prompts per generate call, with any engine (the prompts are "
                             "sorted by length; each call samples with a seed derived from its "
-                            "index, so this choice changes the samples).", gt=0)
+                            "index, so this choice changes the samples).", gt=0,
+                            le=65536)
     se_ddof: int = param(0, "Spread of every mean +- SE: SE = std(ddof) / sqrt(k). 0 "
                          "(population SD) reproduces the paper's printed cells (paper, Sec. "
                          "'Standard benchmarks': mean +- SE over 3 runs; e.g. AIME'24 12.2 +- "
@@ -287,7 +312,8 @@ class EvaluationConfig:
     single_eval_runs: int = param(1, "Evaluation runs per model for the tables the paper "
                                   "prints as single evaluations (paper, tab:curriculum_transfer "
                                   "and tab:vanilla_grpo: cells are multiples of 1/30, 1/40, "
-                                  "1/500, no SE): notebooks 03 and 04.", gt=0)
+                                  "1/500, no SE): notebooks 03 and 04.", gt=0,
+                                  le=1000)
     olympiadbench_subset: str = param("maths_physics_en", "OlympiadBench items: "
                                       "maths_physics_en = English text-only open-ended maths "
                                       "(674) + physics (236) = 910 (paper, App. "
@@ -320,12 +346,14 @@ class VerificationConfig:
                                 "'Curriculum-transfer training details': greedy, one attempt).")
     base_url: str | None = param(None, "OpenAI-compatible base URL; null = $OPENAI_BASE_URL or "
                                  "OpenAI's API.")
-    max_calls: int | None = param(None, "Budget: requests per verifier (null = no cap).", gt=0)
+    max_calls: int | None = param(None, "Budget: requests per verifier (null = no cap).", gt=0,
+                                 le=10**12)
     max_tokens_budget: int | None = param(None, "Budget: reported tokens per verifier (null = "
-                                          "no cap).", gt=0)
-    max_concurrency: int = param(8, "Requests in flight.", gt=0)
+                                          "no cap).", gt=0, le=10**15)
+    max_concurrency: int = param(8, "Requests in flight.", gt=0, le=4096)
     dry_run: bool = param(False, "Count the requests and tokens a run would send; send none.")
-    max_new_tokens: int = param(512, "local backend: max new tokens per reply.", gt=0)
+    max_new_tokens: int = param(512, "local backend: max new tokens per reply.", gt=0,
+                                 le=10**7)
     transfer_source: str = param("curriculum", "What the transfer filter verifies (notebook "
                                  "03): curriculum = the iteration's valid questions inside "
                                  "[tau_min, tau_max], the set the solver trained on; valid = "
@@ -349,7 +377,7 @@ class SinglePolicyConfig:
                          "the paper) or gsm_symbolic (reasoning-gym, offline).",
                          choices=("gsm8k", "gsm_symbolic"))
     train_examples: int | None = param(None, "Use the first N training problems; null = all.",
-                                       gt=0)
+                                       gt=0, le=10**9)
 
 
 @dataclass
@@ -366,13 +394,15 @@ class WarmStartConfig:
     mode: str = param("none", "none, or sft (brief supervised warm-start of the base model on "
                       "short gsm_symbolic items in the proposer and solver formats; tiny "
                       "profile only).", choices=("none", "sft"))
-    examples: int = param(64, "Training examples for the SFT warm-start.", gt=0)
+    examples: int = param(64, "Training examples for the SFT warm-start.", gt=0,
+                          le=10**7)
     steps: int = param(24, "Optimizer steps of the SFT warm-start (24 x 4 examples, half "
                        "proposer, half solver: then all of SmolLM2's proposer outputs parse at "
                        "temperature 1.0 without a mask and 75% with alpha 0.75, measured).",
-                       gt=0)
-    batch_size: int = param(4, "Batch size of the SFT warm-start.", gt=0)
-    learning_rate: float = param(2e-4, "Learning rate of the SFT warm-start.", gt=0)
+                       gt=0, le=10**7)
+    batch_size: int = param(4, "Batch size of the SFT warm-start.", gt=0, le=65536)
+    learning_rate: float = param(2e-4, "Learning rate of the SFT warm-start.", gt=0,
+                                   le=1)
 
 
 @dataclass
@@ -405,10 +435,12 @@ class MetricsConfig:
                                      "hypothesis), the robustness check of paper, App. "
                                      "'Cumulative embedding diversity'.")
     nli_max_pairs: int | None = param(20000, "NLI pairs scored per set (a seeded uniform "
-                                      f"sample); null = all n(n-1). {VDLIB}.", gt=0)
+                                      f"sample); null = all n(n-1). {VDLIB}.", gt=0,
+                                      le=10**9)
     bootstrap_resamples: int = param(100, "Bootstrap resamples of tab:nli_diversity's standard "
                                      "errors. Paper, App. 'Cumulative embedding diversity' "
-                                     "(table caption): 100.", gt=1)
+                                     "(table caption): 100.", gt=1,
+                                     le=10**6)
     bootstrap_unit: str = param("pairs", "What the bootstrap resamples: pairs (the scored "
                                 "pairs; consistent with the '<0.001' semantic SEs the paper "
                                 "prints for tab:nli_diversity) or "
@@ -426,15 +458,17 @@ class ExperimentConfig:
                          "SmolLM2), gpu (one GPU), paper (the paper's settings); the presets "
                          "are vdlib.config.PROFILE_PRESETS.")
     seed: int = param(0, "Run seed: sampling, masks (derived per iteration/phase/step) and "
-                      "training.", ge=0)
+                      "training.", ge=0, le=2**32 - 1)
     seeds: list[int] = param([0, 1, 2], f"Seeds of the independent runs per configuration. "
-                             f"{SETUP}: 3.")
-    iterations: int = param(5, f"Co-evolution iterations T. {SETUP}: 5.", gt=0)
+                             f"{SETUP}: 3.", ge=0, le=2**32 - 1)
+    iterations: int = param(5, f"Co-evolution iterations T. {SETUP}: 5.", gt=0,
+                           le=1000)
     output_dir: str = param("outputs", "Root folder of run artifacts (gitignored).")
     run_id: str | None = param(None, "Run folder name; null = derived from experiment and seed.")
     arms: list[str] = param([], "Arms a notebook compares (vdlib.arms: baseline, vd85, vd75, "
                             "train_only, gen_only, anneal, kl_cov, kl_cov_offpolicy, clip_cov, "
-                            "vd85_gen, vd95); empty = this config alone.")
+                            "vd85_gen, vd95, vd75_fail_neg, baseline_fail_neg); empty = this "
+                            "config alone.")
     model: ModelConfig = field(default_factory=ModelConfig, metadata={"help": "Models."})
     proposer: GRPOConfig = field(default_factory=GRPOConfig,
                                  metadata={"help": "Proposer GRPO (paper table, proposer column)."})

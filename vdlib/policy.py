@@ -60,7 +60,13 @@ def grpo_on_problems(model: Any, tok: Any, problems: Sequence[dict[str, Any]], g
     from datasets import Dataset
 
     from vdlib.distributed import is_main_process, world_size
-    from vdlib.trainer import MaskedGRPOTrainer, SolverReward, release_rollout_engine, trl_args
+    from vdlib.trainer import (
+        MaskedGRPOTrainer,
+        SolverReward,
+        cov_settings,
+        release_rollout_engine,
+        trl_args,
+    )
 
     if not problems:
         raise ValueError("grpo_on_problems needs at least one problem")
@@ -88,7 +94,7 @@ def grpo_on_problems(model: Any, tok: Any, problems: Sequence[dict[str, Any]], g
         trainer = MaskedGRPOTrainer(model=model, reward_funcs=[reward], args=args,
                                     train_dataset=data, processing_class=tok,
                                     vocab_dropout=vocab_dropout, mask_seed_fn=mask_seed_fn,
-                                    loss_variant=g.loss_variant,
+                                    loss_variant=g.loss_variant, cov=cov_settings(g),
                                     rollout_llm_kwargs=llm_kwargs,
                                     rollout_llm_factory=trl_engine[0])
         trainer.train()

@@ -74,6 +74,7 @@ def _train_proposer(store: ModelStore, t: int, out: Path, solver_engine: Any) ->
     from vdlib.trainer import (
         MaskedGRPOTrainer,
         ProposerReward,
+        cov_settings,
         release_rollout_engine,
         split_timing,
         trl_args,
@@ -104,9 +105,7 @@ def _train_proposer(store: ModelStore, t: int, out: Path, solver_engine: Any) ->
             mask_seed_fn=(lambda step: mask_seed(cfg.seed, t, "train", step)) if vd else None,
             loss_variant=g.loss_variant, rollout_llm_kwargs=rollout_llm_kwargs(cfg.engine),
             rollout_llm_factory=factory,
-            cov={"k_frac": g.kl_cov_k_frac, "beta": g.kl_cov_beta, "ratio": g.clip_cov_ratio,
-                 "lb": g.clip_cov_lb, "ub": g.clip_cov_ub, "old_logprobs": g.cov_old_logprobs,
-                 "experience_micro_batch": g.micro_batch_size_experience})
+            cov=cov_settings(g))
         trainer_box.append(trainer)
         trainer.train()
     release_rollout_engine(trainer)

@@ -57,9 +57,9 @@ from vdlib.rewards import solver_reward, total_proposer_reward
 from vdlib.scoring import score_questions
 from vdlib.vocab_dropout import VocabDropout
 
-__all__ = ["MaskedGRPOTrainer", "trl_args", "training_dtypes", "lm_head_mask", "ProposerReward",
-           "SolverReward", "completion_text", "check_rollouts_masked", "prepare_vllm_rollouts",
-           "release_rollout_engine", "split_timing", "COV_OLD_LOGPROBS"]
+__all__ = ["MaskedGRPOTrainer", "trl_args", "cov_settings", "training_dtypes", "lm_head_mask",
+           "ProposerReward", "SolverReward", "completion_text", "check_rollouts_masked",
+           "prepare_vllm_rollouts", "release_rollout_engine", "split_timing", "COV_OLD_LOGPROBS"]
 
 #: Where KL-Cov / Clip-Cov take their old log-probs from (see the module docstring).
 COV_OLD_LOGPROBS = ("recompute", "detach")
@@ -213,6 +213,13 @@ def trl_args(g: GRPOConfig, *, output_dir: str, seed: int, num_processes: int = 
     if kwargs.get("use_vllm") and kwargs.get("vllm_mode", "colocate") == "colocate":
         prepare_vllm_rollouts(masked)
     return TRLConfig(**kwargs)
+
+
+def cov_settings(g: GRPOConfig) -> dict[str, Any]:
+    """The KL-Cov / Clip-Cov settings of a role (``MaskedGRPOTrainer``'s ``cov``)."""
+    return {"k_frac": g.kl_cov_k_frac, "beta": g.kl_cov_beta, "ratio": g.clip_cov_ratio,
+            "lb": g.clip_cov_lb, "ub": g.clip_cov_ub, "old_logprobs": g.cov_old_logprobs,
+            "experience_micro_batch": g.micro_batch_size_experience}
 
 
 def completion_text(completion: Any) -> str:
