@@ -97,11 +97,12 @@ def _files_key(path: str) -> tuple:
     return tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files)
 
 
-def checkpoint_tensors(path: str, dtype: torch.dtype = torch.bfloat16,
+def checkpoint_tensors(path: str, dtype: torch.dtype | None = torch.bfloat16,
                        pin: bool = False) -> list[tuple[str, torch.Tensor]]:
     """Every tensor of a checkpoint folder's ``*.safetensors`` files, as ``(name, tensor)`` on
-    the host in ``dtype`` (the engine's), in file and key order; floating tensors only are
-    cast. Raises FileNotFoundError when the folder has none."""
+    the host in ``dtype`` (the engine's; None: the checkpoint's own, as for ``model.dtype:
+    auto``), in file and key order; floating tensors only are cast. Raises FileNotFoundError
+    when the folder has none."""
     from safetensors import safe_open
 
     files = sorted(Path(local_checkpoint(path) or path).glob("*.safetensors"))
@@ -112,7 +113,7 @@ def checkpoint_tensors(path: str, dtype: torch.dtype = torch.bfloat16,
         with safe_open(str(f), framework="pt") as st:
             for name in st.keys():
                 t = st.get_tensor(name)
-                if t.is_floating_point():
+                if dtype is not None and t.is_floating_point():
                     t = t.to(dtype)
                 out.append((name, t.pin_memory() if pin else t))
     return out
@@ -256,7 +257,9 @@ class RunEngine:
         if key in self._cache:
             self._cache.move_to_end(key)
             return self._cache[key]
-        dtype = torch.float32 if self.dtype == "float32" else getattr(torch, self.dtype)
+        # "auto" (a legal model.dtype, passed to vLLM as is) is no torch dtype: push the
+        # checkpoint's own; vLLM's weight loaders copy into the engine's parameters' dtype
+        dtype = None if self.dtype == "auto" else getattr(torch, self.dtype)
         tensors = checkpoint_tensors(path, dtype, pin=torch.cuda.is_available())
         self._cache[key] = tensors
         while len(self._cache) > self._cache_size:
