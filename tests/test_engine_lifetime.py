@@ -251,6 +251,15 @@ def test_hold_pushes_once_and_sleeps_once(fake_vllm, tokenizer, tmp_path):
     assert all(float(t.float().mean()) == 2.0 for n, t in llm.model.received[-1] if n != "counts")
 
 
+def test_a_failed_push_puts_the_engine_back_to_sleep(fake_vllm, tokenizer, tmp_path):
+    engine = _engine(tokenizer, _small_ckpt(tmp_path / "build", 0.0))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(FileNotFoundError), engine.serving(str(empty)):
+        pass
+    assert fake_vllm[0].names()[-1] == "sleep" and not engine.awake
+
+
 def test_host_cache_is_bounded_and_notices_a_rewritten_checkpoint(fake_vllm, tokenizer, tmp_path,
                                                                   monkeypatch):
     reads: list[str] = []

@@ -285,12 +285,12 @@ class RunEngine:
         """Within the block the engine is awake and samples from checkpoint ``path``'s
         weights; it sleeps again on exit unless a :meth:`hold` is open."""
         llm = self.llm
-        if self.loaded != path or "weights" not in self.awake:
-            self.wake(["weights"])
-            self.push(path)
-        self.wake(["kv_cache"])
         self._held += 1
-        try:
+        try:  # a failed push leaves the engine asleep again, its memory back to training
+            if self.loaded != path or "weights" not in self.awake:
+                self.wake(["weights"])
+                self.push(path)
+            self.wake(["kv_cache"])
             yield llm
         finally:
             self._held -= 1
