@@ -7,6 +7,7 @@
     vdlib grid params/tiny/main_table.yaml --dry-run            # arms x seeds: the plan
     vdlib grid params/gpu/main_table.yaml --launcher local      # one run per GPU, queued
     vdlib status outputs                                        # every run: stage, metrics
+    vdlib plan params/gpu-small/main_table.yaml --card h200     # its cost, before anything loads
     vdlib notebooks run --profile tiny [--only 00_quickstart] [--seeds 0 1 2]  # papermill
     vdlib params check params/paper/base.yaml                   # validate, print resolved YAML
     vdlib params describe                                       # every parameter with its source
@@ -363,6 +364,10 @@ def build_parser() -> argparse.ArgumentParser:
     pa.add_argument("action", choices=["check", "describe"])
     pa.add_argument("file", nargs="?")
     pa.set_defaults(func=_cmd_params)
+
+    from vdlib.plan_report import add_plan_command  # light: no torch, no model
+
+    add_plan_command(command)
 
     ev = command("eval", help="evaluate a model on benchmarks (pass@1 over runs, +- s.e.)",
                         description="Defaults: the evaluation section of --params, else of "

@@ -1,0 +1,336 @@
+"""``vdlib plan``: the projection's arithmetic on a fixture table, the fit warning, the clear
+failures, every params file planned without a model, the committed table derived from the
+committed results, and the gpu-small projection against the measured run-iterations."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vdlib.cli import main as cli_main
+from vdlib.config import load_params
+from vdlib.plan import (
+    MissingFigures,
+    PlanError,
+    assumed_lengths,
+    make_plan,
+    memory_plan,
+    stage_seconds,
+    work_from_config,
+)
+from vdlib.plan_table import DEFAULT_TABLE, load_table, resolve_shape
+
+ROOT = Path(__file__).resolve().parent.parent
+GPU_SMALL = "params/gpu-small/main_table.yaml"
+
+
+# ----------------------------------------------------------------------------- fixture table
+
+
+def fixture_table(card_gib: float = 80.0, stages: dict | None = None) -> dict:
+    """One shape ``toy`` (model name org/toy-model) with one entry on ``h100``."""
+    figures = {
+        "proposer": {"step_s": 10.0, "step_tokens": 1000, "startup_s": 5.0},
+        "generate": {"tokens_per_s": 100.0, "startup_s": 1.0},
+        "score": {"tokens_per_s": 1000.0, "startup_s": 2.0},
+        "solver": {"step_s": 4.0, "step_tokens": 400, "startup_s": 3.0},
+        "metrics": {"s_per_question": 0.01},
+        "evaluate": {"tokens_per_s": 500.0, "startup_s": 6.0},
+    }
+    return {
+        "cards": {"h100": {"memory_gib": card_gib}, "h200": {"memory_gib": 140.0}},
+        "shapes": {"toy": dict(names=["org/toy-model"], hidden=64, layers=2, heads=4,
+                               kv_heads=2, head_dim=16, intermediate=128, vocab=1000,
+                               tied=True)},
+        "entries": [{
+            "id": "toy@h100/vllm-run/x1", "shape": "toy", "card": "h100", "backend": "vllm",
+            "lifetime": "run", "enforce_eager": True, "gpus_per_run": 1, "runs_per_gpu": 1,
+            "measured_at": {"num_solver_samples": 10},
+            "lengths": {"question": 20.0, "proposer_rollout": 10.0, "answer": 30.0,
+                        "solver_rollout": 25.0, "valid_fraction": 0.5,
+                        "reward_answers_per_rollout": 4.0},
+            "stages": figures if stages is None else stages}],
+        "partial": [{"id": "toy@h200/transformers", "shape": "toy", "card": "h200",
+                     "backend": "hf", "partial": True,
+                     "figures": [{"what": "a GRPO step", "value": 1.5, "unit": "s",
+                                  "source": "x"}]}],
+    }
+
+
+def fixture_config(**over):
+    params = {
+        "experiment": "toy", "profile": "gpu", "seeds": [0, 1], "iterations": 2,
+        "arms": ["baseline", "vd75"],
+        "model": {"proposer": "org/toy-model", "solver": None, "device": "cuda"},
+        "proposer": {"max_steps": 2, "global_batch_size": 4, "rollout_batch_size": 4,
+                     "num_generations": 2, "max_response_length": 64},
+        "solver": {"max_steps": 2, "global_batch_size": 4, "rollout_batch_size": 4,
+                   "num_generations": 2, "max_response_length": 64},
+        "scoring": {"num_solver_samples": 5, "max_new_tokens": 64},
+        "curriculum": {"num_questions": 100, "batch_size": 10, "max_new_tokens": 64},
+        "evaluation": {"benchmarks": ["gsm8k"], "runs": 3, "limit": 10, "max_new_tokens": 64},
+        "metrics": {"embedder": "minilm", "extra": []},
+        "engine": {"backend": "vllm", "lifetime": "run", "kv_cache_gb": 2.0,
+                   "rollout_kv_cache_gb": 1.0},
+    }
+    for key, value in over.items():
+        params[key] = {**params[key], **value} if isinstance(value, dict) else value
+    return load_params(params)
+
+
+def test_every_stage_is_start_up_plus_work_at_the_measured_rates():
+    # hand-computed: lengths q 20, rollout 10, answer 30, solver rollout 25, valid 0.5,
+    # reward answers 4 per rollout at M = 10, so 2 at the params' M = 5
+    plan = make_plan(fixture_config(), card="h100", gpus=2, table=fixture_table())
+    got = {s.name: s.seconds for s in plan.stages}
+    assert got == {
+        "proposer": 5 + 2 * 10 * (8 * 10 + 8 * 2 * 30) / 1000,  # 16.2: 2 steps of 560 tokens
+        "generate": 1 + 100 * 20 / 100,  # 21.0
+        "score": 2 + 100 * 0.5 * 5 * 30 / 1000,  # 9.5
+        "curriculum": 0.0,
+        "solver": 3 + 2 * 4 * (8 * 25) / 400,  # 7.0
+        "metrics": 100 * 0.01,  # 1.0
+    }
+    assert plan.iteration_s == pytest.approx(54.7)
+    # two seeds pool as first_run: each final solver evaluated once; the base model 3 times
+    assert plan.evaluation.seconds == pytest.approx(6 + 10 * 30 / 500)
+    assert plan.base_evaluation.seconds == pytest.approx(6 + 3 * 10 * 30 / 500)
+    assert plan.run_s == pytest.approx(2 * 54.7 + 6.6)
+    # 2 arms x 2 seeds = 4 runs, 2 at once on 2 GPUs: 2 waves, then the base evaluation
+    assert (plan.work.runs, plan.parallel, plan.waves) == (4, 2, 2)
+    assert plan.notebook_wall_s == pytest.approx(2 * plan.run_s + 7.8)
+    assert plan.notebook_gpu_hours == pytest.approx((4 * plan.run_s + 7.8) / 3600)
+
+
+def test_a_grpo_step_scales_with_its_generated_tokens():
+    cfg = fixture_config()
+    w = work_from_config(cfg)
+    n = assumed_lengths(fixture_table()["entries"][0]["lengths"], w, measured_answers=10)
+    fig = {"step_s": 10.0, "step_tokens": 560, "startup_s": 0.0}
+    one, tokens = stage_seconds("proposer", w, n, fig)
+    assert (one, tokens) == (20.0, 2 * 560.0)  # the measured step's tokens: 10 s a step
+    bigger = work_from_config(fixture_config(proposer={"global_batch_size": 8,
+                                                       "rollout_batch_size": 8}))
+    assert stage_seconds("proposer", bigger, n, fig)[0] == pytest.approx(2 * one)
+    # a measured entry without the reward's answers prices them at their own rate
+    split = {"step_s": 10.0, "step_tokens": 80, "startup_s": 0.0, "reward_tokens_per_s": 480}
+    assert stage_seconds("proposer", w, n, split)[0] == pytest.approx(2 * (10 + 1))
+
+
+def test_lengths_are_capped_at_the_params_limits_or_all_at_the_limit():
+    w = work_from_config(fixture_config(scoring={"max_new_tokens": 16}))
+    measured = fixture_table()["entries"][0]["lengths"]
+    n = assumed_lengths(measured, w, measured_answers=10)
+    assert (n.answer, n.question, n.reward_answers) == (16, 20, 2.0)
+    worst = assumed_lengths(measured, w, "max")
+    assert (worst.answer, worst.question, worst.valid_fraction, worst.reward_answers) == \
+        (16, 64, 1.0, 5.0)
+    with pytest.raises(PlanError, match="allowed: measured, max"):
+        assumed_lengths(measured, w, "typical")
+
+
+def test_a_stage_that_does_not_fit_the_card_is_warned_about(capsys):
+    small = make_plan(fixture_config(), card="h100", table=fixture_table(card_gib=2.0))
+    assert not all(m.fits for m in small.memory)
+    assert any("does not fit the H100's 2 GiB" in w for w in small.warnings)
+    roomy = make_plan(fixture_config(), card="h100", table=fixture_table())
+    assert all(m.fits for m in roomy.memory) and not roomy.warnings
+    # three runs sharing the GPU triple its memory
+    shared = make_plan(fixture_config(), card="h100", runs_per_gpu=3, table=fixture_table())
+    assert shared.memory[0].total_gib == pytest.approx(3 * roomy.memory[0].total_gib)
+
+
+def test_memory_estimate_of_the_paper_shapes_matches_the_scaling_notes():
+    """docs/SCALING.md: 16 bytes a parameter in mixed precision, 64.4 GB (4B) / 131.1 GB (8B);
+    the 8B policy alone does not fit one H200."""
+    table = load_table()
+    cfg = load_params("params/paper/main_table@8b.yaml")
+    for name, gb in (("Qwen/Qwen3-4B-Base", 64.4), ("Qwen/Qwen3-8B-Base", 131.1)):
+        shape = resolve_shape(name, table)
+        rows = memory_plan(shape, work_from_config(cfg), cfg.engine, 140.4, backend="vllm",
+                           lifetime="run")
+        state = dict(rows[0].parts)["policy, grads, AdamW (fp32)"]
+        assert state * 2**30 / 1e9 == pytest.approx(gb, abs=0.1)
+    assert not rows[0].fits
+
+
+def test_shapes_count_their_parameters():
+    table = load_table()
+    assert resolve_shape("Qwen/Qwen3-4B-Base", table).params() == 4_022_468_096  # measured
+    assert resolve_shape("smollm2-135m", table).params() == 134_515_008
+    assert resolve_shape("Qwen/Qwen3-8B-Base", table).kv_bytes_per_token() == 144 * 1024
+
+
+def test_a_local_checkpoint_resolves_by_its_config(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(
+        {"hidden_size": 2560, "num_hidden_layers": 36, "num_attention_heads": 32,
+         "num_key_value_heads": 8, "intermediate_size": 9728, "vocab_size": 151936}))
+    assert resolve_shape(str(tmp_path), load_table()).name == "qwen3-4b"
+
+
+# ----------------------------------------------------------------------------- clear failures
+
+
+def test_a_shape_without_figures_names_what_exists_and_the_measure_command():
+    with pytest.raises(MissingFigures) as e:
+        make_plan(fixture_config(), params="p.yaml", card="h200", table=fixture_table())
+    text = str(e.value)
+    assert "no figures for shape toy on h200 with engine backend vllm" in text
+    assert "toy@h200/transformers (partial: a GRPO step: 1.5 s)" in text
+    assert "vdlib plan p.yaml --measure" in text and "--card h200" in text
+    assert e.value.memory  # the estimate needs only the shape
+
+
+def test_a_stage_missing_from_every_entry_is_named():
+    stages = {k: v for k, v in fixture_table()["entries"][0]["stages"].items() if k != "score"}
+    with pytest.raises(MissingFigures, match=r"no score figures for shape toy on h100"):
+        make_plan(fixture_config(), card="h100", table=fixture_table(stages=stages))
+
+
+def test_an_unknown_model_or_card_fails_clearly():
+    with pytest.raises(MissingFigures, match="the cost table has no shape for it"):
+        make_plan(fixture_config(model={"proposer": "org/other"}), table=fixture_table())
+    with pytest.raises(MissingFigures, match="card 'a100': the cost table knows h100, h200"):
+        make_plan(fixture_config(), card="a100", table=fixture_table())
+
+
+def test_the_paper_shapes_say_which_two_gpu_measure_run_adds_them():
+    for params, shape in (("params/paper/main_table.yaml", "qwen3-4b"),
+                          ("params/paper/main_table@8b.yaml", "qwen3-8b")):
+        with pytest.raises(MissingFigures) as e:
+            make_plan(load_params(params), params=params, card="h200")
+        text = str(e.value)
+        assert f"no figures for shape {shape} on h200" in text
+        assert (f"CUDA_VISIBLE_DEVICES=0,1 vdlib plan {params} --measure --dummy-weights "
+                "--tokenizer TOKENIZER_DIR --bench-dir ../shared/benchmarks --gpus-per-run 2 "
+                f"--card h200 --out benchmarks/results/cost_entries/{shape}_h200_2gpu.json"
+                ) in text
+    assert "20.555 s" in str(e.value) or shape == "qwen3-8b"  # the 4B transformers step
+    with pytest.raises(MissingFigures) as e:
+        make_plan(load_params("params/paper/main_table.yaml"), card="h200")
+    assert "qwen3-4b@h200/transformers (partial: proposer GRPO step" in str(e.value)
+
+
+def test_every_params_file_plans_or_fails_clearly_without_loading_a_model(monkeypatch):
+    import vdlib.models
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("vdlib plan loaded a model")
+
+    monkeypatch.setattr(vdlib.models, "load_model", no_model)
+    planned, failed = [], []
+    for path in sorted((ROOT / "params").glob("*/*.yaml")):
+        params = str(path.relative_to(ROOT))
+        cfg = load_params(path)
+        try:
+            plan = make_plan(cfg, params=params, card="h100" if "topology" in params else "h200")
+        except MissingFigures as e:
+            failed.append(params)
+            assert "no shape" in str(e) or "backend hf" in str(e) or "--measure" in str(e) \
+                or "different shapes" in str(e), f"{params}: {e}"
+        except PlanError as e:
+            failed.append(params)
+            assert "runs no co-evolution" in str(e), f"{params}: {e}"
+        else:
+            planned.append(params)
+            assert plan.iteration_s > 0 and plan.notebook_wall_s > plan.run_s
+    assert {GPU_SMALL, "params/gpu-small/fail_neg.yaml", "params/smollm2/loop_vllm.yaml",
+            "params/smollm2/topology_2gpu.yaml"} <= set(planned)
+    assert {"params/paper/main_table.yaml", "params/paper/main_table@8b.yaml",
+            "params/tiny/quickstart.yaml", "params/gpu/main_table.yaml"} <= set(failed)
+
+
+def test_the_command_imports_no_transformers_or_vllm():
+    code = ("import sys; from vdlib.cli import main; "
+            "rc = [main(['plan', p]) for p in ('params/gpu-small/main_table.yaml', "
+            "'params/paper/main_table.yaml')]; "
+            "assert rc == [0, 2], rc; "
+            "bad = [m for m in ('transformers', 'vllm', 'trl') if m in sys.modules]; "
+            "assert not bad, bad")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "## One iteration" in out.stdout
+    assert "no figures for shape qwen3-4b on h200" in out.stderr
+
+
+def test_cli_prints_the_plan_and_fails_with_status_2(capsys):
+    assert cli_main(["plan", GPU_SMALL, "--card", "h100", "--gpus", "1",
+                     "--runs-per-gpu", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "| **notebook** | 3 arms x 3 seeds = 9 runs, 3 at once (3 waves) on 1 GPU |" in out
+    assert "smollm2-135m@h100/vllm-stage/x3" in out
+    assert cli_main(["plan", "params/paper/main_table@8b.yaml"]) == 2
+    captured = capsys.readouterr()
+    assert "| proposer |" in captured.out and "**no**" in captured.out  # the memory estimate
+    assert "vdlib plan: params/paper/main_table@8b.yaml: no figures" in captured.err
+    assert cli_main(["plan", "params/tiny/quickstart.yaml", "--table", "/nonexistent.json"]) == 2
+    assert "no cost table there" in capsys.readouterr().err
+
+
+def test_measure_needs_a_gpu(tmp_path, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here")
+    assert cli_main(["plan", GPU_SMALL, "--measure", "--out", str(tmp_path / "e.json")]) == 2
+    assert "--measure needs a GPU (CUDA); this machine has none" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- the committed table
+
+
+def test_the_committed_table_and_scaling_blocks_are_what_the_results_give():
+    out = subprocess.run([sys.executable, "benchmarks/cost_table.py", "--check"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr[-2000:]
+
+
+def test_every_figure_of_the_table_names_its_source():
+    table = json.loads(DEFAULT_TABLE.read_text())
+    for e in table["entries"]:
+        assert e["lengths"]["source"]
+        for stage, fig in e["stages"].items():
+            assert fig.get("source"), f"{e['id']} {stage}"
+    for e in table["partial"]:
+        assert all(f["source"] for f in e["figures"])
+
+
+def _measured_mean(folder: str) -> float:
+    """The mean seconds of a gpu-small folder's complete run-iterations, from timing.json."""
+    walls = []
+    for path in (ROOT / "benchmarks/results/gpu_small" / folder).glob("*/iter_*/timing.json"):
+        timing = json.loads(path.read_text())
+        if {"proposer", "generate", "score", "curriculum", "solver", "metrics"} <= set(timing):
+            walls.append(sum(timing.values()))
+    return statistics.fmean(walls)
+
+
+@pytest.mark.parametrize("card,folder", [("h200", "h200x1"), ("h100", "h100x1"),
+                                         ("h100", "h100x1_rerun")])
+@pytest.mark.parametrize("runs_per_gpu", [1, 3])
+def test_gpu_small_projection_is_within_25_percent_of_the_measured_iterations(
+        card, folder, runs_per_gpu):
+    """The params as committed (engine.lifetime run) against the mean run-iteration that the
+    committed runs took on the same card type (three runs sharing the card, lifetime stage)."""
+    plan = make_plan(load_params(GPU_SMALL), params=GPU_SMALL, card=card,
+                     runs_per_gpu=runs_per_gpu)
+    measured = _measured_mean(folder)
+    assert measured == pytest.approx(load_table()["measured"][folder]["wall_s"], abs=0.1)
+    assert abs(plan.iteration_s / measured - 1) <= 0.25, (plan.iteration_s, measured)
+    assert not math.isnan(plan.notebook_wall_s)
+
+
+def test_the_h200_check_is_not_fitted_on_the_runs_it_is_checked_against():
+    """The H200 projection of the committed params uses the profile run (alone on the card,
+    another hold), not the grid runs it is compared with."""
+    plan = make_plan(load_params(GPU_SMALL), params=GPU_SMALL, card="h200")
+    assert plan.entry == "smollm2-135m@h200/vllm-run/x1"
+    assert "iteration_profile_h200.json" in json.dumps(
+        next(e for e in load_table()["entries"] if e["id"] == plan.entry)["stages"]["proposer"])
