@@ -232,3 +232,118 @@ def test_an_empty_output_folder_has_no_runs(tmp_path, capsys):
     assert collect_status(tmp_path / "missing") == []
     assert main(tmp_path) == 0
     assert capsys.readouterr().out == "no runs found\n"
+
+
+# ----------------------------------------------------------------------------- hostile folders
+# (issue 29, items 6 and 8)
+
+
+def test_one_broken_folder_never_blanks_the_table(grid, monkeypatch, capsys):
+    """Item 6: an absurd `iterations` in one run's config.yaml (1e12: the table's work must not
+    grow with it), stage keys far beyond it, a folder that makes reading fail, a deleted
+    config.yaml and a deleted manifest.json: each is one row; every other run is listed as
+    before."""
+    import vdlib.status as status_module
+
+    out, runs = grid
+    huge = _start(out, "other", "seed7", seed=7)
+    layout.config_path(huge).write_text(
+        layout.config_path(huge).read_text().replace("iterations: 2", "iterations: "
+                                                      "1000000000000"))
+    wide = _start(out, "other", "seed8", seed=8, iterations=1)
+    _finish(wide, (1, STAGES[-1]))
+    records = json.loads(layout.manifest_path(wide).read_text())["stages"]
+    update_manifest(layout.manifest_path(wide), stages={
+        **records, "99999999999999999999/proposer": {}, "x/y": {}, "3/nope": {}})
+    no_config = _start(out, "other", "seed9", seed=9)
+    layout.config_path(no_config).unlink()
+    no_manifest = _start(out, "other", "seed10", seed=10)
+    _finish(no_manifest, (1, "proposer"))
+    layout.manifest_path(no_manifest).unlink()
+    unwritten = _start(out, "other", "seed12", seed=12)  # stopped before its first manifest
+    layout.manifest_path(unwritten).unlink()
+    boom = _start(out, "other", "seed11", seed=11)
+    real = status_module._run_status
+
+    def explode(experiment, run, *args, **kwargs):
+        if run == boom:
+            raise MemoryError("a folder that breaks the reader")
+        return real(experiment, run, *args, **kwargs)
+
+    monkeypatch.setattr(status_module, "_run_status", explode)
+    got = _by_run(collect_status(out))
+    assert got["seed7"].label == "unreadable (config.yaml)"
+    assert "1000000000000" in got["seed7"].detail and "[1, 1000]" in got["seed7"].detail
+    assert (got["seed8"].state, got["seed8"].stages_done) == ("done", len(STAGES))
+    assert got["seed9"].label == "unreadable (config.yaml)"
+    assert got["seed10"].label == "unreadable (manifest.json)"
+    assert "is missing, but the run has iteration folders" in got["seed10"].detail
+    assert got["seed12"].state == "new"
+    assert got["seed11"].label == "unreadable (run folder)"
+    assert "MemoryError: a folder that breaks the reader" in got["seed11"].detail
+    assert got["baseline-seed0"].state == "done" and got["vd75-seed1"].state == \
+        "stopped mid-stage"
+    assert main(out) == 0
+    table = capsys.readouterr().out
+    assert "| baseline-seed0 " in table and "| seed11 " in table
+
+
+def test_a_hand_edited_metrics_file_is_damaged_not_done(tmp_path):
+    """Item 8: a finished run's records are checked before it counts as done: a metrics.json
+    edited in place (same size) is `damaged`, its edited value is not shown, and the grid
+    resumes it (state `partial`, the damage named)."""
+    run = _start(tmp_path, "x", layout.arm_run_id("baseline", 0), iterations=1)
+    _finish(run, (1, STAGES[-1]), {1: METRICS_1})
+    (status,) = collect_status(tmp_path)
+    assert status.state == "done" and status.metrics["valid_questions"] == 30
+    metrics = layout.iteration_dir(run, 1) / layout.METRICS_FILE
+    metrics.write_text(metrics.read_text().replace('"valid_questions": 30',
+                                                   '"valid_questions": 99'))
+    (status,) = collect_status(tmp_path)
+    assert status.label == "damaged (iter_1/metrics.json)"
+    assert (status.iteration, status.next_stage) == (1, STAGES[-1])
+    assert status.metrics.get("valid_questions") != 99
+    text = format_status([status])
+    assert "(content hash differs); a resume runs metrics of iteration 1 again" in text
+    from vdlib.launch import plan_grid
+
+    cfg = load_params({"profile": "tiny", "experiment": "x", "output_dir": str(tmp_path),
+                       "iterations": 1, "arms": ["baseline"], "seeds": [0]})
+    (planned,) = plan_grid(cfg)
+    assert planned.state == "partial" and "metrics.json changed" in planned.note
+
+
+def test_verify_hashes_the_large_files_too(tmp_path, capsys):
+    """Without --verify only sizes (and small files' hashes) are checked; --verify checks the
+    hash of every recorded file, as a resume does."""
+    from vdlib.status import HASH_ALWAYS_BYTES
+
+    run = _start(tmp_path, "x", "seed0", iterations=1)
+    _finish(run, (1, STAGES[-1]), {1: METRICS_1})
+    model = next(p for p in layout.iteration_dir(run, 1).rglob("model.safetensors"))
+    model.write_bytes(b"w" * (HASH_ALWAYS_BYTES + 10))
+    stage = next(s for s in STAGE_TABLE if model.parent.name in s.outputs)
+    records = json.loads(layout.manifest_path(run).read_text())["stages"]
+    records[stage_key(1, stage.name)] = file_record(layout.iteration_dir(run, 1), stage.outputs)
+    update_manifest(layout.manifest_path(run), stages=records)
+    model.write_bytes(b"x" * (HASH_ALWAYS_BYTES + 10))  # same size, other content
+    assert collect_status(tmp_path)[0].state == "done"
+    (checked,) = collect_status(tmp_path, verify=True)
+    assert checked.state == "damaged" and checked.next_stage == stage.name
+    assert main(tmp_path, verify=True) == 0
+    assert "damaged (iter_1/" in capsys.readouterr().out
+    from vdlib.cli import main as cli_main
+
+    assert cli_main(["status", str(tmp_path), "--verify"]) == 0
+    assert "damaged" in capsys.readouterr().out
+
+
+def test_a_symlinked_lock_is_not_followed_by_status(tmp_path):
+    """The probe opens the lock read-only without following links: a link to a file elsewhere
+    is neither written nor counted as a running run."""
+    run = _start(tmp_path, "x", "seed0", iterations=1)
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me\n")
+    (run / LOCK_FILE).symlink_to(target)
+    (status,) = collect_status(tmp_path)
+    assert status.state == "new" and target.read_text() == "keep me\n"

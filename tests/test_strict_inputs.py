@@ -80,7 +80,9 @@ def test_verbose_after_the_subcommand_and_one_line_errors(tmp_path, capsys):
     path = _file(tmp_path, yaml.safe_dump(params))
     run_dir = tmp_path / "t" / "seed0"
     with RunLock(run_dir):
-        assert main(["run", str(path)]) == 2
+        from vdlib.progress import BUSY_EXIT
+
+        assert main(["run", str(path)]) == BUSY_EXIT  # its own status: a grid says "busy"
         err = capsys.readouterr().err
         assert f"in use by another process (pid {os.getpid()})" in err and "Traceback" not in err
         from vdlib.run_state import RunLockedError
@@ -128,3 +130,147 @@ def test_an_offline_hub_id_is_one_line_from_the_cli(tmp_path, capsys, monkeypatc
     err = capsys.readouterr().err
     assert "not in the local Hugging Face cache" in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 2  # the message and the -v hint
+
+
+# ----------------------------------------------------------------------------- bounded values
+
+
+def _numeric_fields(cls: type, prefix: str = ""):
+    """(dotted key, field) of every int or float field (lists of them too) of ``cls``."""
+    import dataclasses
+    import typing
+
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        tp = hints[f.name]
+        if dataclasses.is_dataclass(tp):
+            yield from _numeric_fields(tp, f"{prefix}{f.name}.")
+            continue
+        args = typing.get_args(tp) or (tp,)
+        args = [a for x in args for a in (typing.get_args(x) or (x,))]  # list[int] -> int
+        if any(a in (int, float) for a in args):
+            yield prefix + f.name, f
+
+
+def test_every_numeric_key_has_a_finite_documented_range():
+    """Issue 29, item 6: no numeric key is unbounded, and its help text (``vdlib params
+    describe``, docs/config.md) states the range."""
+    from vdlib.config import ExperimentConfig
+
+    fields = dict(_numeric_fields(ExperimentConfig))
+    assert "iterations" in fields and "proposer.learning_rate" in fields
+    for key, f in fields.items():
+        meta = f.metadata
+        if meta.get("choices"):
+            continue
+        assert meta.get("gt") is not None or meta.get("ge") is not None, f"{key}: no lower bound"
+        assert meta.get("le") is not None or meta.get("lt") is not None, f"{key}: no upper bound"
+        assert "Allowed: " in meta["help"], key
+
+
+@pytest.mark.parametrize("params, error", [
+    ({"iterations": 1000000000000}, "iterations = 1000000000000 is out of range; allowed: "
+                                    "0 < iterations <= 1000"),
+    ({"proposer": {"learning_rate": "1e999"}}, "proposer.learning_rate = inf is out of range; "
+                                               "allowed: 0 < learning_rate <= 1"),
+    ({"solver": {"learning_rate": float("inf")}}, "solver.learning_rate = inf is out of range"),
+    ({"solver": {"learning_rate": float("nan")}}, "solver.learning_rate = nan is out of range"),
+    ({"scoring": {"parse_failure_reward": float("-inf")}},
+     "scoring.parse_failure_reward = -inf is out of range; allowed: -1000 <= "),
+    ({"curriculum": {"num_questions": 10**12}}, "curriculum.num_questions = 1000000000000 is "
+                                                "out of range"),
+    ({"seeds": [0, 2**40]}, "seeds[1] = 1099511627776 is out of range"),
+    ({"proposer": {"max_response_length": 10**10}}, "proposer.max_response_length"),
+])
+def test_absurd_sizes_are_refused_at_load_with_the_key_and_range(tmp_path, params, error):
+    with pytest.raises(ConfigError) as e:
+        load_params({"profile": "tiny", **params})
+    assert error in str(e.value)
+    assert len(str(e.value).splitlines()) == 1
+
+
+def test_absurd_values_in_a_file_are_one_line_from_run_and_grid(tmp_path, capsys):
+    params = tiny_params(tmp_path, iterations=1000000000000)
+    assert main(["run", str(_file(tmp_path, yaml.safe_dump(params)))]) == 2
+    err = capsys.readouterr().err
+    assert "iterations = 1000000000000 is out of range; allowed: 0 < iterations <= 1000" in err
+    params = tiny_params(tmp_path, arms=["baseline", "vd75"])
+    params["proposer"]["learning_rate"] = "LR"
+    path = _file(tmp_path, yaml.safe_dump(params).replace("LR", "1e999"))  # YAML: a string
+    assert main(["grid", str(path), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "learning_rate = inf is out of range; allowed: 0 < learning_rate <= 1" in err
+    assert not (tmp_path / "t").exists()  # nothing was written
+
+
+# ----------------------------------------------------------------------------- one line, not a
+# traceback (issue 29, item 9)
+
+
+def _one_line_failure(capsys, argv: list[str], rc: int = 2) -> str:
+    assert main(argv) == rc
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err
+    lines = err.strip().splitlines()
+    assert lines[-1] == "(-v shows the traceback)" and len(lines) == 2, err
+    return lines[0]
+
+
+@pytest.mark.parametrize("where, expected", [
+    ("a_file", "Not a directory; a part of the path is a file"),
+    ("under_a_file", "Not a directory; a part of the path is a file"),
+    ("/proc/vdlib-test-output", "a special file system such as /proc cannot hold runs"),
+])
+def test_an_output_dir_that_cannot_hold_runs_is_one_line(tmp_path, capsys, where, expected):
+    (tmp_path / "a_file").write_text("not a folder\n")
+    out = {"a_file": tmp_path / "a_file", "under_a_file": tmp_path / "a_file" / "sub"}.get(
+        where, Path(where))
+    path = _file(tmp_path, yaml.safe_dump(tiny_params(out)))
+    assert expected in _one_line_failure(capsys, ["run", str(path)])
+
+
+def test_a_name_too_long_for_the_file_system_is_one_line(tmp_path, capsys):
+    path = _file(tmp_path, yaml.safe_dump(tiny_params(tmp_path, run_id="r" * 300)))
+    line = _one_line_failure(capsys, ["run", str(path)])
+    assert "File name too long; a file or folder name is too long" in line
+
+
+def test_a_full_disk_is_one_line(tmp_path, capsys, monkeypatch):
+    import errno
+    import tempfile
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "t"))
+
+    monkeypatch.setattr(tempfile, "mkstemp", full)
+    path = _file(tmp_path, yaml.safe_dump(tiny_params(tmp_path)))
+    line = _one_line_failure(capsys, ["run", str(path)])
+    assert "No space left on device; the disk is full" in line
+
+
+def test_a_corrupt_manifest_is_one_line_from_the_cli(tmp_path, capsys):
+    from vdlib import layout
+
+    params = tiny_params(tmp_path)
+    path = _file(tmp_path, yaml.safe_dump(params))
+    run = layout.start_run(load_params(path))
+    layout.manifest_path(run).write_text('{"stages": {"1/pro')
+    line = _one_line_failure(capsys, ["run", str(path)])
+    assert "manifest.json" in line
+    assert layout.manifest_path(run).read_text() == '{"stages": {"1/pro'  # left as it was
+
+
+# ----------------------------------------------------------------------------- file modes (item 10)
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o027, 0o640), (0o002, 0o664)])
+def test_written_files_follow_the_umask_like_the_model_folders(tmp_path, umask, mode):
+    from vdlib.artifacts import atomic_write_json, write_jsonl
+
+    old = os.umask(umask)
+    try:
+        for path in (atomic_write_json(tmp_path / "a.json", {"x": 1}),
+                     write_jsonl(tmp_path / "b.jsonl", [{"x": 1}])):
+            assert path.stat().st_mode & 0o777 == mode, path
+    finally:
+        os.umask(old)

@@ -2,7 +2,10 @@
 manifest: vdlib.layout).
 
 Every writer goes through a temporary file in the target's folder followed by ``os.replace``
-(atomic on POSIX), so a reader sees either the old file or the complete new one.
+(atomic on POSIX), so a reader sees either the old file or the complete new one. The file gets
+the mode any new file gets (``0666`` less the process's umask, like the files of a model folder),
+not ``mkstemp``'s private ``0600``: collaborators who can read the model folders can read the
+configs and metrics too.
 
 >>> import tempfile, pathlib
 >>> d = pathlib.Path(tempfile.mkdtemp())
@@ -20,7 +23,22 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_write_text", "atomic_write_json", "write_jsonl", "read_jsonl"]
+__all__ = ["atomic_write_text", "atomic_write_json", "write_jsonl", "read_jsonl", "file_mode"]
+
+
+def file_mode() -> int:
+    """The mode a new file gets in this process: ``0o666`` less the umask (read from
+    ``/proc/self/status`` where it can be, which leaves the umask untouched)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # no /proc: read it by setting it (and put it back at once)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
@@ -30,6 +48,7 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            os.fchmod(fh.fileno(), file_mode())  # mkstemp's 0600 would hide it from others
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())

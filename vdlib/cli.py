@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import logging
 import os
 import sys
@@ -143,9 +144,11 @@ def _cmd_grid(args: argparse.Namespace) -> int:
         over["output_dir"] = args.output_dir
     try:
         cfg = load_params(args.params, over)
-        runs = plan_grid(cfg, args.seeds)
+        runs = plan_grid(cfg, args.seeds, verify=args.verify)
         kind = cfg.launcher.kind
-        gpus = args.gpus.split(",") if args.gpus is not None else visible_gpus()
+        # --gpus '' (or ' , '): no GPU, CPU runs; never a GPU named ''
+        gpus = ([g.strip() for g in args.gpus.split(",") if g.strip()]
+                if args.gpus is not None else visible_gpus())
         slots = gpu_slots(gpus, cfg.launcher.gpus_per_run, cfg.launcher.max_parallel) \
             if kind == "local" else [None] * min(cfg.launcher.slurm.array_parallelism,
                                                  max(1, len(runs)))
@@ -163,13 +166,15 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     sys.stdout.write(format_results(runs))
     if any(r.status == "failed" for r in runs):
         return 1
-    return PAUSED_EXIT if any(r.status == "paused" for r in runs) else 0
+    # paused, or busy in another process: not finished, launch the grid again later
+    return PAUSED_EXIT if any(r.status in ("paused", "busy") for r in runs) else 0
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
     from vdlib.status import main as status_main
 
-    return status_main(args.output_dir, include_replaced=args.include_replaced)
+    return status_main(args.output_dir, include_replaced=args.include_replaced,
+                       verify=args.verify)
 
 
 def _cmd_params(args: argparse.Namespace) -> int:
@@ -327,6 +332,9 @@ def build_parser() -> argparse.ArgumentParser:
     gr.add_argument("--output-dir", help="override output_dir")
     gr.add_argument("--dry-run", action="store_true",
                     help="print the plan (runs, state, GPUs, order) and launch nothing")
+    gr.add_argument("--verify", action="store_true",
+                    help="check every recorded file's SHA-256 before counting a run as done "
+                    "(default: sizes, and the hashes of files up to 1 MiB)")
     gr.add_argument("--stop-after", type=float, metavar="MINUTES",
                     help=STOP_AFTER_HELP + " (for every run of the grid)")
     gr.set_defaults(func=_cmd_grid)
@@ -344,6 +352,9 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("output_dir", nargs="?", default=ExperimentConfig.output_dir)
     st.add_argument("--include-replaced", action="store_true",
                     help="also list run folders that --force set aside")
+    st.add_argument("--verify", action="store_true",
+                    help="check every recorded file's SHA-256 and form, as a resume does "
+                    "(default: sizes, and the hashes of files up to 1 MiB)")
     st.set_defaults(func=_cmd_status)
 
     nb = command("notebooks", help="execute the experiment notebooks with papermill")
@@ -405,9 +416,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _cmd_results(args: argparse.Namespace) -> int:
-    from vdlib.results import results_report
+    from vdlib.results import ResultsFileError, results_report
 
-    written = results_report(args.file, args.out)
+    try:
+        written = results_report(args.file, args.out)  # checks the whole file first
+    except ResultsFileError as e:
+        sys.stderr.write(f"vdlib results: {e}\n")
+        return 2
     effects = [p for p in written if p.name.endswith("_effects.md")]
     if effects:  # the arm-vs-arm comparisons (vdlib.stats.compare_seeds)
         sys.stdout.write(effects[0].read_text(encoding="utf-8") + "\n")
@@ -436,7 +451,33 @@ def expected_failure(err: BaseException) -> str | None:
                                      or "couldn't connect" in text.lower()):
         return (f"{text.splitlines()[0]} (the model hub is offline here: use a registered "
                 "name such as smollm2-135m, a local folder, or a cached id)")
+    if isinstance(err, OSError) and err.errno in _FILE_ERRORS:
+        where = err.filename if err.filename is not None else "a file"
+        return f"{where}: {err.strerror or text}; {_FILE_ERRORS[err.errno]}"
+    if isinstance(err, ValueError) and not isinstance(err, UnicodeError) and any(
+            name in text for name in ("manifest.json", "config.yaml")):
+        return text.splitlines()[0] if text else None  # a run folder's record that is unusable
     return None
+
+
+#: file-system errors a user fixes without a traceback: errno -> what to do
+_FILE_ERRORS = {
+    errno.ENOSPC: "the disk is full: free space, or choose another --output-dir (every file "
+                  "is written whole or not at all: a resume continues from the last stage)",
+    errno.EDQUOT: "the disk quota is exceeded: free space, or choose another --output-dir",
+    errno.ENAMETOOLONG: "a file or folder name is too long (at most 255 bytes each): shorten "
+                        "experiment, run_id or output_dir",
+    errno.ENOTDIR: "a part of the path is a file, not a folder: choose another --output-dir",
+    errno.EEXIST: "a file stands where a folder is needed: choose another --output-dir",
+    errno.EROFS: "read-only file system: choose a writable --output-dir",
+    errno.EACCES: "permission denied: choose a writable --output-dir",
+    errno.EPERM: "operation not permitted: choose a writable --output-dir",
+    errno.ENOENT: "no such file or folder (a special file system such as /proc cannot hold "
+                  "runs): choose another --output-dir",
+    errno.EISDIR: "a folder stands where a file is needed",
+    errno.ELOOP: "a link where vdlib never follows one: remove it, or choose another "
+                 "--output-dir",
+}
 
 
 def _exit_on_sigterm() -> None:
@@ -461,11 +502,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except Exception as e:  # noqa: BLE001 - expected failures get one line, others re-raise
+        from vdlib.progress import BUSY_EXIT
+        from vdlib.run_state import RunLockedError
+
         message = expected_failure(e)
         if message is None or args.verbose:
             raise
         sys.stderr.write(f"vdlib {args.command}: {message}\n(-v shows the traceback)\n")
-        return 2
+        # a folder in use by another process: its own status, so that a grid says "busy"
+        return BUSY_EXIT if type(e) is RunLockedError else 2
 
 
 if __name__ == "__main__":

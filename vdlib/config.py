@@ -205,6 +205,10 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
 def _check_rules(key: str, value: Any, meta: typing.Mapping[str, Any]) -> None:
     if value is None:
         return
+    if isinstance(value, list):  # each entry of a list follows the field's rules
+        for i, item in enumerate(value):
+            _check_rules(f"{key}[{i}]", item, meta)
+        return
     name = key.rsplit(".", 1)[-1]
     choices = meta.get("choices")
     if choices and value not in choices:

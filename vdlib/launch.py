@@ -2,17 +2,34 @@
 
 A grid is every arm of ``cfg.arms`` for every seed (:func:`grid_configs`, the same configs as
 :func:`vdlib.experiments.run_grid`). :func:`plan_grid` gives each its run folder and state
-(``done``: every stage of every iteration recorded in its manifest; ``partial``; ``new``).
-Finished runs are skipped; the others run, or resume, under either launcher:
+(``done``: every stage of every iteration recorded in its manifest and the recorded files
+still match it: sizes, and the hashes of small files, or every hash with ``verify``, as
+:func:`vdlib.status.check_records`; ``partial``; ``new``). Finished runs are skipped; the
+others run, or resume, under either launcher:
 
 - :class:`LocalLauncher` packs runs onto the visible GPUs: one run per group of
   ``launcher.gpus_per_run`` GPUs (a child process with its own ``CUDA_VISIBLE_DEVICES``; with
   N > 1 GPUs under ``accelerate launch`` with N processes), the rest queued. A failed run does
   not stop the others. Each run's resolved params and log go to ``<experiment>/grid/``
   (:func:`vdlib.layout.grid_params_path`, :func:`vdlib.layout.grid_log_path`).
+
+  Each child runs in a process group of its own. When the grid is stopped (SIGTERM, which
+  ``vdlib`` turns into an exit, or Ctrl-C), it sends SIGTERM to every child's group, waits for
+  them (``stop_grace_s``, then SIGKILL; a second signal kills at once), and only then exits: no
+  run is left behind holding its GPU and its lock. A group member still alive after its run
+  exited is killed too.
+
+  A run that another process is running (its lock is held: :func:`vdlib.status.lock_holder`),
+  or that another grid is launching (the grid holds an exclusive ``flock`` on the run's log for
+  as long as its child lives, so two grids never write one log), is not started: it goes to the
+  end of the queue once, and if it is still busy then, its status is ``busy`` (not
+  ``failed``); if it was finished meanwhile, ``skipped``. A child that finds its folder busy
+  itself exits with :data:`vdlib.progress.BUSY_EXIT` and is ``busy`` too.
 - :func:`slurm_launch` submits one job array through ``submitit`` (``launcher.slurm``:
   partition, time, CPUs, memory, account, extra ``slurm_*`` options); ``cluster="local"`` runs
-  the same array with submitit's local executor (tests, a workstation).
+  the same array with submitit's local executor (tests, a workstation). A failed run is shown
+  with its own one-line error, and a task that ``squeue`` no longer lists without a result is
+  ``failed`` after a grace period (no ``sacct`` needed: accounting is often off).
 
 :func:`format_plan` is ``--dry-run``: runs, their state, GPUs, and the order (waves).
 """
@@ -20,8 +37,10 @@ Finished runs are skipped; the others run, or resume, under either launcher:
 from __future__ import annotations
 
 import dataclasses
+import errno
 import logging
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -31,11 +50,12 @@ from typing import Any
 
 from vdlib import layout
 from vdlib.config import ExperimentConfig, load_params, save_params, to_dict
-from vdlib.progress import PAUSED_EXIT
+from vdlib.progress import BUSY_EXIT, PAUSED_EXIT
 
-__all__ = ["GridRun", "grid_configs", "plan_grid", "launch_grid", "run_state_of", "visible_gpus",
-           "gpu_slots", "format_plan", "LocalLauncher", "slurm_launch", "slurm_parameters",
-           "run_member", "format_results", "slot_port", "GRID_PORT_BASE"]
+__all__ = ["GridRun", "grid_configs", "plan_grid", "launch_grid", "run_state_of",
+           "run_state_and_note", "visible_gpus", "gpu_slots", "format_plan", "LocalLauncher",
+           "slurm_launch", "slurm_parameters", "run_member", "RunFailed", "job_error",
+           "format_results", "slot_port", "GRID_PORT_BASE"]
 
 logger = logging.getLogger(__name__)
 
@@ -43,8 +63,10 @@ logger = logging.getLogger(__name__)
 @dataclasses.dataclass
 class GridRun:
     """One run of a grid: its config and folder, its state on disk before launching
-    (``done``, ``partial``, ``new``) and, once launched, its status (``skipped``, ``ran``,
-    ``paused`` at ``--stop-after``, ``failed``), GPUs, seconds and log."""
+    (``done``, ``partial``, ``new``; ``note`` says why a run is not ``done``: a damaged record,
+    an unreadable manifest) and, once launched, its status (``skipped``, ``ran``, ``paused``
+    at ``--stop-after``, ``busy`` in another process, ``failed``, ``stopped`` with the grid),
+    GPUs, seconds and log."""
 
     arm: str
     seed: int
@@ -56,6 +78,8 @@ class GridRun:
     seconds: float | None = None
     log: Path | None = None
     error: str | None = None
+    note: str | None = None
+    deferred: bool = False
 
     @property
     def name(self) -> str:
@@ -80,11 +104,12 @@ def grid_configs(cfg: ExperimentConfig, seeds: Iterable[int] | None = None
 
 def launch_grid(cfg: ExperimentConfig, seeds: Iterable[int] | None = None, *,
                 kind: str | None = None, gpus: Sequence[str] | None = None,
-                cluster: str | None = None, poll_s: float = 1.0) -> list[GridRun]:
+                cluster: str | None = None, poll_s: float = 1.0,
+                verify: bool = False) -> list[GridRun]:
     """Plan the grid of ``cfg`` and run its unfinished runs with ``kind`` (default
     ``cfg.launcher.kind``): ``local`` on ``gpus`` (default :func:`visible_gpus`) or ``slurm``
     (``cluster`` as in :func:`slurm_launch`). Returns every run with its status."""
-    runs = plan_grid(cfg, seeds)
+    runs = plan_grid(cfg, seeds, verify=verify)
     kind = kind or cfg.launcher.kind
     if kind == "slurm":
         return slurm_launch(runs, cfg, cluster=cluster)
@@ -95,28 +120,48 @@ def launch_grid(cfg: ExperimentConfig, seeds: Iterable[int] | None = None, *,
     return LocalLauncher(slots, poll_s=poll_s).launch(runs)
 
 
-def run_state_of(cfg: ExperimentConfig) -> str:
-    """``done`` if the run folder's manifest records every stage of every iteration,
-    ``partial`` if it records some, ``new`` otherwise (also for an unreadable manifest: the
-    run itself then says what is wrong)."""
+def run_state_of(cfg: ExperimentConfig, *, verify: bool = False) -> str:
+    """``done`` if the run folder's manifest records every stage of every iteration and the
+    recorded files hold (:func:`vdlib.status.check_records`: sizes, small files' hashes, every
+    hash with ``verify``), ``partial`` if it records some, ``new`` otherwise (also for an
+    unreadable manifest: the run itself then says what is wrong). :func:`run_state_and_note`
+    also says why a run with records is not ``done``."""
+    return run_state_and_note(cfg, verify=verify)[0]
+
+
+def run_state_and_note(cfg: ExperimentConfig, *, verify: bool = False
+                       ) -> tuple[str, str | None]:
+    """(:func:`run_state_of`, why it is not ``done`` where that is not plain: a damaged file,
+    an unreadable manifest; else None). Never raises for what is in the folder, and its work
+    does not grow with ``iterations`` (only with the records present)."""
     from vdlib.run_state import read_manifest
     from vdlib.stages import STAGES
+    from vdlib.status import _first_missing, check_records, recorded_stages
 
-    path = layout.manifest_path(layout.run_path(cfg))
+    run = layout.run_path(cfg)
     try:
-        records = read_manifest(path).get("stages", {})
-    except ValueError:
-        return "new"
-    want = {f"{t}/{s}" for t in range(1, cfg.iterations + 1) for s in STAGES}
-    if want <= set(records):
-        return "done"
-    return "partial" if records else "new"
+        records = read_manifest(layout.manifest_path(run)).get("stages", {})
+        if not isinstance(records, dict):
+            raise ValueError(f"{layout.manifest_path(run)}: 'stages' is not a JSON object")
+        done = recorded_stages(records, cfg.iterations, STAGES)
+        damage = check_records(run, records, STAGES, cfg.iterations, verify=verify)
+    except (OSError, ValueError) as e:
+        return "new", f"{str(e).splitlines()[0] if str(e) else type(e).__name__}"
+    if damage is not None:
+        return "partial", f"damaged: {damage[1]}; the run redoes that stage"
+    if _first_missing(done, cfg.iterations, len(STAGES))[1] is None:
+        return "done", None
+    return ("partial" if records else "new"), None
 
 
-def plan_grid(cfg: ExperimentConfig, seeds: Iterable[int] | None = None) -> list[GridRun]:
-    """Every run of the grid with its folder and state on disk."""
-    return [GridRun(arm, seed, c, layout.run_path(c), run_state_of(c))
-            for (arm, seed), c in grid_configs(cfg, seeds).items()]
+def plan_grid(cfg: ExperimentConfig, seeds: Iterable[int] | None = None, *,
+              verify: bool = False) -> list[GridRun]:
+    """Every run of the grid with its folder and state on disk (:func:`run_state_and_note`)."""
+    out = []
+    for (arm, seed), c in grid_configs(cfg, seeds).items():
+        state, note = run_state_and_note(c, verify=verify)
+        out.append(GridRun(arm, seed, c, layout.run_path(c), state, note=note))
+    return out
 
 
 def visible_gpus(env: dict[str, str] | None = None) -> list[str]:
@@ -167,7 +212,8 @@ def format_plan(runs: Sequence[GridRun], slots: Sequence[list[str] | None]) -> s
             continue
         slot = slots[todo % len(slots)]
         gpus = ",".join(slot) if slot else "cpu"
-        lines.append(f"| {i} | {r.name} | {r.state} | {gpus} | {todo // len(slots) + 1} |")
+        state = f"{r.state} ({r.note})" if r.note else r.state
+        lines.append(f"| {i} | {r.name} | {state} | {gpus} | {todo // len(slots) + 1} |")
         todo += 1
     lines.append(f"\n{len(runs)} runs: {todo} to launch ({sum(r.state == 'partial' for r in runs)}"
                  f" resumed), {len(runs) - todo} done; {len(slots)} in parallel")
@@ -182,10 +228,14 @@ def format_results(runs: Sequence[GridRun]) -> str:
         gpus = ",".join(r.gpus) if r.gpus else "-"
         status = r.status + (f" ({r.error})" if r.error else "")
         lines.append(f"| {r.name} | {status} | {gpus} | {minutes} | {r.log or '-'} |")
-    lines.append(f"\n{sum(r.status == 'ran' for r in runs)} ran, "
-                 f"{sum(r.status == 'skipped' for r in runs)} skipped, "
-                 f"{sum(r.status == 'paused' for r in runs)} paused, "
-                 f"{sum(r.status == 'failed' for r in runs)} failed")
+    counts = [f"{sum(r.status == s for r in runs)} {s}" for s in ("ran", "skipped", "paused")]
+    counts += [f"{n} {s}" for s in ("busy", "stopped", "submitted")
+               if (n := sum(r.status == s for r in runs))]
+    counts.append(f"{sum(r.status == 'failed' for r in runs)} failed")
+    lines.append("\n" + ", ".join(counts))
+    if any(r.status == "busy" for r in runs):
+        lines.append("busy: another process runs it (or another grid launches it); launch the "
+                     "grid again once it has ended")
     return "\n".join(lines) + "\n"
 
 
@@ -218,37 +268,94 @@ class LocalLauncher:
     their own ``MASTER_PORT`` (:func:`slot_port`).
 
     ``command(params_file, gpus)`` builds a child's argv (default: ``python -m vdlib run``,
-    or ``accelerate launch`` for several GPUs); ``poll_s``: how often children are checked."""
+    or ``accelerate launch`` for several GPUs); ``poll_s``: how often children are checked;
+    ``stop_grace_s``: how long a stopped grid waits for its children after SIGTERM before it
+    kills them (SIGKILL to their process groups)."""
 
     def __init__(self, slots: Sequence[list[str] | None],
                  command: Callable[[Path, list[str] | None], list[str]] | None = None,
-                 poll_s: float = 1.0) -> None:
+                 poll_s: float = 1.0, stop_grace_s: float = 60.0) -> None:
         if not slots:
             raise ValueError("no slot to run on")
         self.slots = list(slots)
         self.command = command or _default_command
         self.poll_s = poll_s
+        self.stop_grace_s = stop_grace_s
 
-    def _start(self, run: GridRun, index: int) -> subprocess.Popen:
+    def _busy(self, run: GridRun) -> tuple[int | None, str | None]:
+        """Claim ``run``'s log for this grid (an exclusive ``flock``, held while its child
+        lives): (log descriptor, None); or (None, why) when another grid holds the log or
+        another process the run's lock."""
+        import fcntl
+
+        from vdlib.status import lock_holder
+
+        cfg = run.config
+        run.log = layout.grid_log_path(cfg.output_dir, cfg.experiment, run.name)
+        run.log.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(run.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+                     | os.O_CLOEXEC, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(fd)
+            if e.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                return None, f"another grid is launching it (its log {run.log} is in use)"
+            raise
+        holder = lock_holder(run.run_dir)
+        if holder is not None:
+            os.close(fd)
+            return None, f"in use by another process (pid {holder})"
+        return fd, None
+
+    def _start(self, run: GridRun, index: int, log: int) -> subprocess.Popen:
         slot = self.slots[index]
         cfg = run.config
         params = layout.grid_params_path(cfg.output_dir, cfg.experiment, run.name)
         params.parent.mkdir(parents=True, exist_ok=True)
         save_params(cfg, params)
-        run.log = layout.grid_log_path(cfg.output_dir, cfg.experiment, run.name)
         port = slot_port(index)
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "MASTER_PORT": str(port)}
         if slot is not None:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(slot)
         run.gpus = slot
-        with open(run.log, "ab") as log:
-            argv = (_default_command(params, slot, port) if self.command is _default_command
-                    else self.command(params, slot))
-            proc = subprocess.Popen(argv, env=env, stdout=log,
-                                    stderr=subprocess.STDOUT)
+        argv = (_default_command(params, slot, port) if self.command is _default_command
+                else self.command(params, slot))
+        # its own process group: the grid can stop the run and everything it started
+        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
         logger.info("%s: started on %s (pid %d, log %s)", run.name,
                     "GPU " + ",".join(slot) if slot else "CPU", proc.pid, run.log)
         return proc
+
+    def _next(self, queue: list[GridRun]) -> tuple[GridRun, int] | None:
+        """The next run to start and its claimed log; runs found busy go to the end of the
+        queue once, then get the status ``busy``."""
+        while queue:
+            run = queue.pop(0)
+            if run.deferred:  # busy before: finished meanwhile?
+                run.state, run.note = run_state_and_note(run.config)
+                if run.state == "done":
+                    run.status = "skipped"
+                    logger.info("%s: finished by another process, skipped", run.name)
+                    continue
+            try:
+                fd, why = self._busy(run)
+            except OSError as e:
+                run.status = "failed"
+                run.error = f"cannot write its log {run.log} ({e.strerror or e})"
+                logger.error("%s: %s", run.name, run.error)
+                continue
+            if fd is not None:
+                return run, fd
+            if not run.deferred:
+                run.deferred = True
+                queue.append(run)
+                logger.info("%s: %s; tried again after the others", run.name, why)
+                continue
+            run.status, run.error = "busy", why
+            logger.warning("%s: %s; not started", run.name, why)
+        return None
 
     def launch(self, runs: Sequence[GridRun]) -> list[GridRun]:
         queue = []
@@ -259,43 +366,168 @@ class LocalLauncher:
             else:
                 queue.append(r)
         free = list(range(len(self.slots)))
-        active: dict[int, tuple[GridRun, subprocess.Popen, float]] = {}
-        while queue or active:
-            while queue and free:
-                i = free.pop(0)
-                run = queue.pop(0)
-                active[i] = (run, self._start(run, i), time.monotonic())
-            time.sleep(self.poll_s)
-            for i, (run, proc, start) in list(active.items()):
-                rc = proc.poll()
-                if rc is None:
+        active: dict[int, tuple[GridRun, subprocess.Popen, float, int]] = {}
+        try:
+            while queue or active:
+                while queue and free:
+                    nxt = self._next(queue)
+                    if nxt is None:
+                        break
+                    run, fd = nxt
+                    i = free.pop(0)
+                    try:
+                        active[i] = (run, self._start(run, i, fd), time.monotonic(), fd)
+                    except BaseException:
+                        os.close(fd)
+                        free.insert(0, i)
+                        raise
+                if not active:
                     continue
-                run.seconds = round(time.monotonic() - start, 1)
-                run.status = "ran" if rc == 0 else "paused" if rc == PAUSED_EXIT else "failed"
-                if run.status == "paused":
-                    logger.warning("%s paused at the deadline; launch the grid again to resume",
-                                   run.name)
-                elif rc != 0:
-                    run.error = f"exit status {rc}; see {run.log}"
-                    logger.error("%s failed (exit status %d); the others go on", run.name, rc)
-                else:
-                    logger.info("%s: done in %.1f min", run.name, run.seconds / 60)
-                del active[i]
-                free.append(i)
-                free.sort()
+                time.sleep(self.poll_s)
+                for i, (run, proc, start, fd) in list(active.items()):
+                    rc = proc.poll()
+                    if rc is None:
+                        continue
+                    _kill_group(proc, run.name, signal.SIGKILL, leftover=True)
+                    os.close(fd)
+                    del active[i]
+                    free.append(i)
+                    free.sort()
+                    self._finished(run, rc, start)
+        finally:
+            if active:
+                self._stop(active)
         return list(runs)
+
+    def _finished(self, run: GridRun, rc: int, start: float) -> None:
+        run.seconds = round(time.monotonic() - start, 1)
+        run.status = ("ran" if rc == 0 else "paused" if rc == PAUSED_EXIT
+                      else "busy" if rc == BUSY_EXIT else "failed")
+        if run.status == "paused":
+            logger.warning("%s paused at the deadline; launch the grid again to resume",
+                           run.name)
+        elif run.status == "busy":
+            run.error = f"in use by another process; see {run.log}"
+            logger.warning("%s: its folder is in use by another process", run.name)
+        elif rc != 0:
+            run.error = f"exit status {rc}; see {run.log}"
+            logger.error("%s failed (exit status %d); the others go on", run.name, rc)
+        else:
+            logger.info("%s: done in %.1f min", run.name, run.seconds / 60)
+
+    def _stop(self, active: dict[int, tuple[GridRun, subprocess.Popen, float, int]]) -> None:
+        """The grid is stopping (SIGTERM, Ctrl-C, an error): SIGTERM to every child's process
+        group, wait up to ``stop_grace_s``, then SIGKILL whatever is left; a further SIGTERM or
+        Ctrl-C meanwhile kills at once. Returns once every child has been reaped."""
+        kill_now = False
+
+        def hurry(signum: int, frame: Any) -> None:
+            nonlocal kill_now
+            kill_now = True
+
+        previous = {}
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                previous[sig] = signal.signal(sig, hurry)
+            except ValueError:  # not the main thread
+                pass
+        try:
+            logger.warning("grid stopping: SIGTERM to %d running run(s): %s", len(active),
+                           ", ".join(run.name for run, *_ in active.values()))
+            for run, proc, _, _ in active.values():
+                _kill_group(proc, run.name, signal.SIGTERM)
+            end = time.monotonic() + self.stop_grace_s
+            for run, proc, start, fd in active.values():
+                while proc.poll() is None and not kill_now and time.monotonic() < end:
+                    time.sleep(min(self.poll_s, 0.1))
+                if proc.poll() is None:
+                    logger.warning("%s did not stop in time: killed", run.name)
+                _kill_group(proc, run.name, signal.SIGKILL)
+                proc.wait()
+                os.close(fd)
+                run.seconds = round(time.monotonic() - start, 1)
+                run.status, run.error = "stopped", f"stopped with the grid; see {run.log}"
+            active.clear()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+def _kill_group(proc: subprocess.Popen, name: str, sig: int, *, leftover: bool = False) -> None:
+    """Send ``sig`` to the process group of ``proc`` (a grid child leads its own group). With
+    ``leftover`` (the child has exited), only if members remain, and say so."""
+    try:
+        if leftover:
+            os.killpg(proc.pid, 0)
+            logger.warning("%s exited but left processes in its group: killed", name)
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 # ----------------------------------------------------------------------------- slurm
 
 
-def run_member(config: dict[str, Any]) -> str:
-    """One grid run inside a submitit job: run (or resume) ``config``; its run folder."""
+class RunFailed(RuntimeError):
+    """A grid run failed inside a submitit job; the message is the run's one-line error (the
+    job's log holds the traceback)."""
+
+
+def run_member(config: dict[str, Any]) -> dict[str, Any]:
+    """One grid run inside a submitit job: run (or resume) ``config``. Returns ``{"status":
+    "ran" | "paused" | "busy", "run_dir", "error"}``; a failure raises :class:`RunFailed` with
+    the run's one-line error (that of ``vdlib run``, :func:`vdlib.cli.expected_failure`), the
+    original traceback chained to it in the job's log. SIGTERM (``scancel``, a SLURM time
+    limit) stops the run cleanly, as it stops ``vdlib run``."""
+    from vdlib.cli import _exit_on_sigterm, expected_failure
     from vdlib.coevolution import run
+    from vdlib.progress import RunPaused
+    from vdlib.run_state import RunLockedError
 
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return str(run(config).run_dir)
+    _exit_on_sigterm()  # submitit itself ignores SIGTERM
+    try:
+        return {"status": "ran", "run_dir": str(run(config).run_dir), "error": None}
+    except RunPaused as e:
+        logger.warning("%s", e)
+        return {"status": "paused", "run_dir": None, "error": str(e)}
+    except RunLockedError as e:
+        if type(e) is not RunLockedError:  # an unsafe lock file, not a busy folder
+            raise RunFailed(str(e)) from e
+        logger.warning("%s", e)
+        return {"status": "busy", "run_dir": None, "error": str(e)}
+    except Exception as e:
+        message = expected_failure(e) or _one_line(e)
+        logger.error("vdlib run: %s", message)
+        raise RunFailed(message) from e
+
+
+def _one_line(err: BaseException, limit: int = 300) -> str:
+    text = (str(err).strip().splitlines() or [""])[-1]
+    text = text if len(text) <= limit else text[:limit] + "..."
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+def job_error(err: BaseException, log: Path | None = None) -> str:
+    """The one-line error of a failed job: the :class:`RunFailed` message of
+    :func:`run_member` when submitit's error carries it (the last line of the job's trace),
+    else the trace's last line, else the error's first line; with the log's path."""
+    text = str(err)
+    lines = text.splitlines()
+    found = None
+    if "----" in text:  # submitit: the job's traceback between two lines of dashes
+        blocks = [i for i, line in enumerate(lines) if set(line.strip()) == {"-"}]
+        if len(blocks) >= 2:
+            trace = [line for line in lines[blocks[0] + 1:blocks[1]] if line.strip()]
+            found = trace[-1].strip() if trace else None
+    if found is None:
+        found = lines[0].strip() if lines else type(err).__name__
+    for prefix in (f"{RunFailed.__module__}.{RunFailed.__name__}: ", f"{RunFailed.__name__}: "):
+        found = found.removeprefix(prefix)
+    found = found if len(found) <= 300 else found[:300] + "..."
+    return f"{found}; see {log}" if log else found
+
 
 
 def slurm_parameters(cfg: ExperimentConfig, n_runs: int) -> dict[str, Any]:
@@ -353,11 +585,21 @@ def _executor(folder: Path, cluster: str | None, cfg: ExperimentConfig, n_runs: 
 
 
 def slurm_launch(runs: Sequence[GridRun], cfg: ExperimentConfig, *, cluster: str | None = None,
-                 wait: bool = True) -> list[GridRun]:
+                 wait: bool = True, poll_s: float = 2.0, squeue_every_s: float = 30.0,
+                 gone_grace_s: float = 60.0) -> list[GridRun]:
     """Submit the unfinished runs as one job array: ``submitit.SlurmExecutor`` with
     :func:`slurm_parameters` (``cluster`` ``"slurm"``, the default where ``sbatch`` exists), or
     ``"local"`` / ``"debug"``: submitit's local executors on this machine. With ``wait``, each
-    run's status is set from its job's result."""
+    run's status is set from its job's result: ``ran``, ``paused``, ``busy`` (another process
+    holds the run), or ``failed`` with the run's own one-line error (:func:`job_error`).
+
+    Waiting never relies on ``sacct`` (accounting is off on many small clusters): every
+    ``squeue_every_s`` seconds ``squeue`` lists the array's tasks, and a task that it no longer
+    lists and that left no result within ``gone_grace_s`` seconds is ``failed`` (cancelled,
+    timed out or killed; the log's last SLURM line says which). Stopping the grid while it
+    waits (SIGTERM, Ctrl-C) cancels the jobs of the ``local`` executor (children of this
+    process) and waits for them; SLURM jobs keep running, and the grid says how to cancel
+    them."""
     try:
         import submitit  # noqa: F401
     except ImportError as e:
@@ -374,15 +616,120 @@ def slurm_launch(runs: Sequence[GridRun], cfg: ExperimentConfig, *, cluster: str
     start = time.monotonic()
     jobs = executor.map_array(run_member, [to_dict(r.config) for r in todo])
     for r, job in zip(todo, jobs, strict=True):
-        r.log = Path(str(job.paths.stdout))
-        logger.info("%s: job %s", r.name, job.job_id)
+        r.log = Path(str(job.paths.stderr))
+        r.status = "submitted"
+        logger.info("%s: job %s (log %s)", r.name, job.job_id, r.log)
     if not wait:
         return list(runs)
-    for r, job in zip(todo, jobs, strict=True):
-        try:
-            job.result()
-            r.status = "ran"
-        except Exception as e:  # noqa: BLE001 - one failed run does not stop the report
-            r.status, r.error = "failed", f"{type(e).__name__}: {str(e).splitlines()[-1][:200]}"
-        r.seconds = round(time.monotonic() - start, 1)
+    on_slurm = type(executor).__name__ == "SlurmExecutor"
+    pending = list(zip(todo, jobs, strict=True))
+    gone_since: dict[str, float] = {}
+    next_squeue = time.monotonic() + squeue_every_s
+    try:
+        while pending:
+            for r, job in list(pending):
+                finished = job.paths.result_pickle.exists() if on_slurm else job.done()
+                if not finished and on_slurm and job.job_id in gone_since \
+                        and time.monotonic() - gone_since[job.job_id] >= gone_grace_s:
+                    r.status = "failed"
+                    r.error = _vanished(job, r.log)
+                    logger.error("%s: %s", r.name, r.error)
+                elif finished:
+                    _collect(r, job)
+                else:
+                    continue
+                r.seconds = round(time.monotonic() - start, 1)
+                pending.remove((r, job))
+            if not pending:
+                break
+            if on_slurm and time.monotonic() >= next_squeue:
+                listed = _squeue_ids([job.job_id for _, job in pending])
+                now = time.monotonic()
+                for _, job in pending:
+                    if listed is not None and job.job_id not in listed:
+                        gone_since.setdefault(job.job_id, now)
+                    else:
+                        gone_since.pop(job.job_id, None)
+                next_squeue = now + squeue_every_s
+            time.sleep(poll_s)
+    except BaseException:
+        if pending:
+            _stop_jobs([(r, job) for r, job in pending], on_slurm)
+        raise
     return list(runs)
+
+
+def _collect(r: GridRun, job: Any) -> None:
+    """Set ``r``'s status from its finished job's result (:func:`run_member`)."""
+    try:
+        result = job.result()
+    except Exception as e:  # noqa: BLE001 - one failed run does not stop the report
+        r.status, r.error = "failed", job_error(e, r.log)
+        logger.error("%s failed: %s", r.name, r.error)
+        return
+    if isinstance(result, dict):
+        r.status = result.get("status") or "ran"
+        if r.status != "ran":
+            r.error = result.get("error")
+    else:  # a job of an older vdlib: its run folder
+        r.status = "ran"
+
+
+def _squeue_ids(job_ids: Sequence[str]) -> set[str] | None:
+    """The ids among ``job_ids`` (``<array>_<task>``) that ``squeue`` still lists (pending,
+    running, completing), one per array task; None when ``squeue`` cannot be asked."""
+    import shutil
+
+    squeue = shutil.which("squeue")
+    if squeue is None:
+        return None
+    arrays = sorted({str(j).split("_")[0] for j in job_ids})
+    try:
+        out = subprocess.run([squeue, "-h", "-r", "-o", "%i", "-j", ",".join(arrays)],
+                             capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as e:
+        logger.warning("squeue failed (%s); checked again later", e)
+        return None
+    if out.returncode != 0:
+        # squeue refuses ids it has forgotten ("Invalid job id specified"): none is listed
+        if "invalid job id" in out.stderr.lower():
+            return set()
+        logger.warning("squeue failed (%s); checked again later", out.stderr.strip()[:200])
+        return None
+    return {line.strip() for line in out.stdout.splitlines() if line.strip()}
+
+
+def _vanished(job: Any, log: Path | None) -> str:
+    """The error of a job that left the queue without a result, from its log's SLURM line."""
+    why = "left the queue without a result (cancelled, timed out, or killed)"
+    try:
+        text = Path(str(job.paths.stderr)).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        text = ""
+    slurm = [line.strip() for line in text.splitlines() if "***" in line and "JOB" in line]
+    if slurm:
+        why = f"left the queue without a result: {slurm[-1][:200]}"
+    return f"job {job.job_id} {why}; see {log}" if log else f"job {job.job_id} {why}"
+
+
+def _stop_jobs(pending: Sequence[tuple[GridRun, Any]], on_slurm: bool) -> None:
+    """The grid stops while it waits: local jobs (children) are cancelled and waited for;
+    SLURM jobs keep running (the log says how to cancel them)."""
+    if on_slurm:
+        ids = " ".join(str(job.job_id) for _, job in pending)
+        logger.warning("grid stopped while waiting; its SLURM jobs keep running (scancel %s "
+                       "stops them; launching the grid again skips the finished runs)", ids)
+        for r, _ in pending:
+            r.status = "submitted"
+        return
+    for r, job in pending:
+        job.cancel(check=False)  # the local executor: SIGINT to the job's process
+        r.status, r.error = "stopped", "stopped with the grid"
+    for _, job in pending:
+        proc = getattr(job, "_process", None)
+        if proc is not None:
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

@@ -27,12 +27,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 __all__ = ["heartbeat", "format_seconds", "eta_text", "default_interval", "STOP_AT_ENV",
-           "PAUSED_EXIT", "RunPaused", "deadline", "check_deadline"]
+           "PAUSED_EXIT", "BUSY_EXIT", "RunPaused", "deadline", "check_deadline"]
 
 #: environment variable holding the time (epoch seconds) after which no stage starts
 STOP_AT_ENV = "VDLIB_STOP_AT"
 #: exit status of ``vdlib run`` when it paused at the deadline (EX_TEMPFAIL: run it again)
 PAUSED_EXIT = 75
+#: exit status of ``vdlib run`` when another process holds the run folder's lock (a grid
+#: reports the run as ``busy``, not ``failed``)
+BUSY_EXIT = 73
 
 
 class RunPaused(Exception):

@@ -18,6 +18,7 @@ runs it and prints the effects table.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -32,7 +33,7 @@ from vdlib.stats import ALPHA, SE_DDOF, compare_seeds, mean_and_se
 from vdlib.table_format import format_cell
 
 __all__ = ["RECORD_FIELDS", "PASS1_PREFIX", "collect_results", "merge_results", "load_results",
-           "loop_frame",
+           "ResultsFileError", "RESULTS_MAX_BYTES", "loop_frame",
            "pass1_frame", "summary_table", "pass1_table", "effects_table", "results_report"]
 
 #: the loop metrics each record carries (names of ``iter_<t>/metrics.json``)
@@ -151,11 +152,82 @@ def merge_results(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return {**meta, "records": records}
 
 
+class ResultsFileError(ValueError):
+    """A results file that cannot be used: the message names the file and, for a record, its
+    index and key (one line from ``vdlib results``)."""
+
+
+#: a results file larger than this is refused unread (the committed ones are a few tens of KB)
+RESULTS_MAX_BYTES = 64 << 20
+
+
+def _not_json_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_record(path: Any, i: int, r: Any) -> None:
+    """Raise :class:`ResultsFileError` unless record ``i`` is what the report reads: an object
+    with ``arm`` (text), ``seed`` (an integer, or null for ``base``), ``iteration`` (an integer
+    >= 0), finite numbers or null in :data:`RECORD_FIELDS` and ``pass1_<benchmark>``, and a list
+    of finite numbers in ``pass1_<benchmark>_runs``."""
+    where = f"{path}: records[{i}]"
+    if not isinstance(r, dict):
+        raise ResultsFileError(f"{where} is a {type(r).__name__}, not an object")
+    for key in ("arm", "seed", "iteration"):
+        if key not in r:
+            raise ResultsFileError(f"{where} has no {key!r}")
+    if not isinstance(r["arm"], str) or not r["arm"]:
+        raise ResultsFileError(f"{where}: 'arm' is not a name")
+    if not (r["seed"] is None or isinstance(r["seed"], int) and not isinstance(r["seed"], bool)):
+        raise ResultsFileError(f"{where}: 'seed' is not an integer or null")
+    t = r["iteration"]
+    if isinstance(t, bool) or not isinstance(t, int) or t < 0:
+        raise ResultsFileError(f"{where}: 'iteration' is not an integer >= 0")
+    for key, value in r.items():
+        if not isinstance(key, str):
+            continue
+        if key in RECORD_FIELDS or (key.startswith(PASS1_PREFIX) and key != "pass1_unfinished"
+                                    and not key.endswith("_runs")):
+            if value is not None and not _number(value):
+                raise ResultsFileError(f"{where}: {key!r} is not a finite number or null")
+        elif key.startswith(PASS1_PREFIX) and key.endswith("_runs"):
+            if not isinstance(value, list) or not all(_number(v) for v in value):
+                raise ResultsFileError(f"{where}: {key!r} is not a list of finite numbers")
+
+
 def load_results(path: str | os.PathLike) -> dict[str, Any]:
-    """A results JSON (:func:`collect_results`), checked to hold ``records``."""
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    """A results JSON (:func:`collect_results`), checked whole before anything reads it: at most
+    :data:`RESULTS_MAX_BYTES`, valid JSON without NaN or Infinity, an object holding a
+    ``records`` list, each record as :func:`_check_record` wants it. Anything else is a
+    :class:`ResultsFileError` naming the file (and the record and key)."""
+    path = Path(path)
+    try:
+        if path.stat().st_size > RESULTS_MAX_BYTES:
+            raise ResultsFileError(f"{path}: larger than {RESULTS_MAX_BYTES >> 20} MiB; not a "
+                                   "results file")
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ResultsFileError(f"{path}: cannot be read ({e.strerror or e})") from None
+    except UnicodeDecodeError:
+        raise ResultsFileError(f"{path}: not UTF-8 text; not a results file") from None
+    if not text.strip():
+        raise ResultsFileError(f"{path}: empty; not a results file")
+    try:
+        data = json.loads(text, parse_constant=_not_json_constant)
+    except json.JSONDecodeError as e:
+        raise ResultsFileError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}, column "
+                               f"{e.colno}); truncated or not a results file") from None
+    except (ValueError, RecursionError) as e:
+        raise ResultsFileError(f"{path}: not a results file ({str(e)[:200]})") from None
     if not isinstance(data, dict) or not isinstance(data.get("records"), list):
-        raise ValueError(f"{path}: not a results file (no 'records' list)")
+        what = f"a {type(data).__name__}" if not isinstance(data, dict) else "an object"
+        raise ResultsFileError(f"{path}: not a results file (no 'records' list in {what})")
+    for i, r in enumerate(data["records"]):
+        _check_record(path, i, r)
     return data
 
 
@@ -288,18 +360,22 @@ def results_report(path: str | os.PathLike, out_dir: str | os.PathLike,
     :func:`vdlib.plots.diversity_dynamics`, with the paper's Qwen3-4B curves), and the tables
     ``<name>_summary``, ``<name>_pass1`` and ``<name>_effects`` (``.md``, headed by the rule of
     its cells, :data:`TABLE_NOTES`, and ``.csv``), plus
-    ``<name>_report.json`` listing them; the written paths."""
+    ``<name>_report.json`` listing them; the written paths. Nothing is written (not even
+    ``out_dir``) until the file has been checked (:func:`load_results`) and every table
+    computed."""
     from vdlib import plots
 
     data = load_results(path)
     name = name or Path(path).stem
+    tables = (("summary", summary_table(data)), ("pass1", pass1_table(data)),
+              ("effects", effects_table(data)))
+    frame = loop_frame(data)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    fig = plots.diversity_dynamics(loop_frame(data), out, name=f"{name}_dynamics",
+    fig = plots.diversity_dynamics(frame, out, name=f"{name}_dynamics",
                                    paper_model="Qwen3-4B")
     written = list(fig.paths)
-    for suffix, table in (("summary", summary_table(data)), ("pass1", pass1_table(data)),
-                          ("effects", effects_table(data))):
+    for suffix, table in tables:
         base = out / f"{name}_{suffix}"
         table.to_csv(base.with_suffix(".csv"), index=False)
         base.with_suffix(".md").write_text(

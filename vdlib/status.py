@@ -18,13 +18,22 @@ order of :data:`vdlib.stages.STAGES`), its lock and its iteration folders:
   first stage);
 - ``new``: no stage recorded yet and nothing left behind;
 - ``stopped``: not done, not locked, stopped between two stages;
-- ``unreadable``: its ``config.yaml`` or ``manifest.json`` does not parse (the row names the
-  file; the other runs are listed as usual).
+- ``damaged``: a file that a recorded stage wrote is missing or is not what its record says
+  (the row names it); a resume runs that stage and every later one again. Checked for every run
+  that is not running: the size of every recorded file and the SHA-256 of those up to
+  :data:`HASH_ALWAYS_BYTES` (``metrics.json``, the question sets; a hand-edited value is caught
+  even when the size stays), and with ``verify`` (``vdlib status --verify``) the SHA-256 and
+  well-formedness of every file, as a resume checks them (:func:`check_records`);
+- ``unreadable``: its ``config.yaml`` or ``manifest.json`` is missing, does not parse, or holds
+  values status cannot use (the row names the file; the other runs are listed as usual). Any
+  other error reading one folder also makes that row ``unreadable`` rather than stopping the
+  table, and the work per run does not grow with ``iterations`` (a hand-edited
+  ``iterations: 1000000000000`` is one row, not an out-of-memory).
 
-The lock is probed only where ``<run>/.lock`` exists (a run without one was never claimed, so
-nothing can be running in it) and is released at once; the probe writes this process's pid into
-the lock file, as any claim does. A lock that cannot be opened (a read-only folder) is logged
-and the run counted as not running.
+The lock is probed only where ``<run>/.lock`` exists, without taking or writing it
+(:func:`lock_holder`: a shared ``flock`` on a read-only descriptor, which fails while a run
+holds the exclusive lock; links are not followed). A lock that cannot be probed (a link, an
+unreadable file) is logged and the run counted as not running.
 
 >>> print(format_status([]), end="")
 no runs found
@@ -32,7 +41,10 @@ no runs found
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import errno
+import hashlib
 import logging
 import math
 import os
@@ -45,15 +57,23 @@ from pathlib import Path
 from typing import Any
 
 from vdlib import layout
-from vdlib.run_state import LOCK_FILE, RunLock, RunLockedError, read_manifest
+from vdlib.run_state import LOCK_FILE, read_manifest
 
 __all__ = ["RunStatus", "STATES", "METRIC_KEYS", "collect_status", "format_status",
-           "state_label", "format_number", "main"]
+           "state_label", "format_number", "main", "lock_holder", "check_records",
+           "recorded_stages", "HASH_ALWAYS_BYTES"]
 
 logger = logging.getLogger(__name__)
 
 #: every state a run can be in, in the order the footer counts them
-STATES = ("done", "running", "stopped mid-stage", "stopped", "new", "unreadable", "replaced")
+STATES = ("done", "running", "stopped mid-stage", "stopped", "new", "damaged", "unreadable",
+          "replaced")
+
+#: recorded files up to this size are hashed by every status check (``metrics.json`` and other
+#: small records); larger ones (checkpoints, big JSONL files) only with ``verify``
+HASH_ALWAYS_BYTES = 1 << 20
+#: a ``config.yaml`` larger than this is not read (a run's resolved config is a few KB)
+CONFIG_MAX_BYTES = 1 << 20
 
 #: the keys of the last finished iteration's ``metrics.json`` shown in the table
 METRIC_KEYS = ("valid_questions", "generated", "self_bleu", "vendi", "curriculum_size",
@@ -67,8 +87,9 @@ _REPLACED = re.compile(r"^(?P<run_id>.+)\.replaced-[0-9TZ]+$")
 class RunStatus:
     """Where one run stands. ``iteration`` is the iteration of ``next_stage`` (the last one
     when done); ``metrics`` are :data:`METRIC_KEYS` of iteration ``metrics_iteration``'s
-    ``metrics.json`` (None where absent); ``problem`` names the unreadable file, and
-    ``leftovers`` what a stage stopped midway left in its iteration folder."""
+    ``metrics.json`` (None where absent); ``problem`` names the unreadable or damaged file
+    (``detail``: what is wrong with it), and ``leftovers`` what a stage stopped midway left in
+    its iteration folder."""
 
     experiment: str
     run_id: str
@@ -86,6 +107,7 @@ class RunStatus:
     metrics_iteration: int | None = None
     problem: str | None = None
     leftovers: tuple[str, ...] = ()
+    detail: str | None = None
 
     @property
     def label(self) -> str:
@@ -95,7 +117,8 @@ class RunStatus:
 
 def state_label(status: RunStatus) -> str:
     """``STOPPED MID-STAGE (<stage>, iter <t>)`` for a run stopped inside a stage,
-    ``unreadable (<file>)`` for a run whose config or manifest does not parse, else the state.
+    ``unreadable (<file>)`` for a run whose config or manifest does not parse, ``damaged
+    (<file>)`` for a run whose recorded file changed, else the state.
 
     >>> state_label(RunStatus("x", "r", Path("r"), "stopped mid-stage", iteration=2,
     ...                       next_stage="proposer"))
@@ -103,8 +126,8 @@ def state_label(status: RunStatus) -> str:
     """
     if status.state == "stopped mid-stage":
         return f"STOPPED MID-STAGE ({status.next_stage}, iter {status.iteration})"
-    if status.state == "unreadable":
-        return f"unreadable ({status.problem})"
+    if status.state in ("unreadable", "damaged"):
+        return f"{status.state} ({status.problem})"
     return status.state
 
 
@@ -120,14 +143,18 @@ def _visible_dirs(folder: Path) -> list[Path]:
 
 
 def _is_run_folder(path: Path) -> bool:
-    return layout.config_path(path).is_file() and layout.manifest_path(path).is_file()
+    """A run folder holds ``config.yaml`` or ``manifest.json`` (a run with only one of them is
+    listed as ``unreadable``, naming the missing one)."""
+    return (os.path.lexists(layout.config_path(path))
+            or os.path.lexists(layout.manifest_path(path)))
 
 
-def collect_status(output_dir: str | os.PathLike, *, include_replaced: bool = False
-                   ) -> list[RunStatus]:
+def collect_status(output_dir: str | os.PathLike, *, include_replaced: bool = False,
+                   verify: bool = False) -> list[RunStatus]:
     """The :class:`RunStatus` of every run folder ``<output_dir>/<experiment>/<run_id>/``, by
     experiment and run id. Folders set aside by ``--force`` are skipped, or listed with the
-    state ``replaced`` with ``include_replaced``. A missing ``output_dir`` has no runs."""
+    state ``replaced`` with ``include_replaced``. A missing ``output_dir`` has no runs.
+    ``verify``: hash every recorded file (:func:`check_records`), not only the small ones."""
     from vdlib.stages import STAGE_TABLE  # imports torch: only when a table is asked for
 
     out = []
@@ -139,40 +166,72 @@ def collect_status(output_dir: str | os.PathLike, *, include_replaced: bool = Fa
             if replaced and not include_replaced:
                 logger.debug("%s was set aside by --force: skipped", run)
                 continue
-            out.append(_run_status(experiment.name, run, STAGE_TABLE, replaced is not None))
+            try:
+                status = _run_status(experiment.name, run, STAGE_TABLE, replaced is not None,
+                                     verify=verify)
+            except Exception as e:  # noqa: BLE001 - one bad folder never blanks the table
+                status = _unreadable(RunStatus(experiment.name, run.name, run, "new"),
+                                     "run folder", ValueError(f"{run}: {_brief(e)}"))
+            out.append(status)
     return out
+
+
+def _brief(err: BaseException, limit: int = 200) -> str:
+    """An error as one bounded line: its type and the first line of its message."""
+    text = (str(err).splitlines() or [""])[0]
+    text = text if len(text) <= limit else text[:limit] + "..."
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
 # ----------------------------------------------------------------------------- one run
 
 
 def _read_config(run: Path) -> dict[str, Any]:
+    """The folder's ``config.yaml`` as a mapping whose ``iterations`` is within the config's
+    bounds; ValueError (naming the file, never formatting an unbounded value) otherwise."""
+    import reprlib
+
     import yaml
+
+    from vdlib.config import ExperimentConfig
 
     path = layout.config_path(run)
     try:
+        if path.is_symlink() or not path.is_file():
+            raise ValueError("missing" if not os.path.lexists(path) else "not a regular file")
+        if path.stat().st_size > CONFIG_MAX_BYTES:
+            raise ValueError(f"larger than {CONFIG_MAX_BYTES} bytes")
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        raise ValueError(f"{path} cannot be read ({str(e).splitlines()[0]})") from None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError) as e:
+        raise ValueError(f"{path} cannot be read ({(str(e).splitlines() or [''])[0]})") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path} is not a mapping")
     iterations = data.get("iterations")
-    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
-        raise ValueError(f"{path}: iterations is {iterations!r}, not a positive integer")
+    meta = {f.name: f.metadata for f in dataclasses.fields(ExperimentConfig)}["iterations"]
+    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1 \
+            or iterations > meta["le"]:
+        raise ValueError(f"{path}: iterations is {reprlib.repr(iterations)}, not an integer in "
+                         f"[1, {meta['le']}]")
     return data
 
 
 def _read_stages(run: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    manifest = read_manifest(layout.manifest_path(run))
+    path = layout.manifest_path(run)
+    if not os.path.lexists(path):
+        if layout.iteration_dirs(run):  # work was done, and its record is gone
+            raise ValueError(f"{path} is missing, but the run has iteration folders")
+        return {}, {}  # claimed, stopped before its manifest was first written: new
+    manifest = read_manifest(path)
     stages = manifest.get("stages", {})
     if not isinstance(stages, dict):
         raise ValueError(f"{layout.manifest_path(run)}: 'stages' is not a JSON object")
     return manifest, stages
 
 
-def _run_status(experiment: str, run: Path, stage_table: Sequence[Any], replaced: bool
-                ) -> RunStatus:
-    """The status of one run folder (``stage_table``: :data:`vdlib.stages.STAGE_TABLE`)."""
+def _run_status(experiment: str, run: Path, stage_table: Sequence[Any], replaced: bool, *,
+                verify: bool = False) -> RunStatus:
+    """The status of one run folder (``stage_table``: :data:`vdlib.stages.STAGE_TABLE`). The
+    work does not grow with the config's ``iterations``, only with the records present."""
     original = _REPLACED.match(run.name)
     arm_seed = layout.parse_arm_run_id(original["run_id"] if original else run.name)
     status = RunStatus(experiment, run.name, run, "new", arm=arm_seed[0] if arm_seed else None,
@@ -183,31 +242,42 @@ def _run_status(experiment: str, run: Path, stage_table: Sequence[Any], replaced
     except ValueError as e:
         return _unreadable(status, layout.CONFIG_FILE, e)
     status.iterations = T = config["iterations"]
-    if status.seed is None and isinstance(config.get("seed"), int):
-        status.seed = config["seed"]
+    seed = config.get("seed")
+    if status.seed is None and isinstance(seed, int) and not isinstance(seed, bool):
+        status.seed = seed
     try:
         manifest, records = _read_stages(run)
     except ValueError as e:
         return _unreadable(status, layout.MANIFEST_FILE, e)
     status.last_update = _latest(status.last_update, _parse_time(manifest.get("updated")))
-    from vdlib.coevolution import stage_key  # lazy, as vdlib.stages (torch)
-
     names = [stage.name for stage in stage_table]
+    done = recorded_stages(records, T, names)
     status.stages_total = T * len(names)
-    keys = [(t, i) for t in range(1, T + 1) for i in range(len(names))]
-    done = [stage_key(t, names[i]) in records for t, i in keys]
-    status.stages_done = sum(done)
-    missing = [key for key, ok in zip(keys, done, strict=True) if not ok]
-    status.iteration, index = missing[0] if missing else (T, None)
+    status.stages_done = len(done)
+    status.iteration, index = _first_missing(done, T, len(names))
     status.next_stage = names[index] if index is not None else None
+    holder = None if replaced else lock_holder(run)
+    damage = None
+    if not replaced and holder is None:  # a running run rewrites its files: not checked
+        damage = check_records(run, records, names, T, verify=verify)
+    if damage is not None:
+        (t, index), why = damage
+        status.iteration, status.next_stage = t, names[index]
+        # what was recorded before the damaged stage still counts
+        done = {k for k in done if k < (t, index)}
+        status.stages_done = len(done)
     status.metrics_iteration, status.metrics = _last_metrics(
-        run, [t for t in range(1, T + 1) if stage_key(t, names[-1]) in records])
+        run, sorted(t for t, i in done if i == len(names) - 1))
     if replaced:
         status.state = "replaced"
-    elif not missing:
-        status.state = "done"
-    elif _locked(run):
+    elif holder is not None:
         status.state = "running"
+    elif damage is not None:
+        status.state, status.problem, status.detail = "damaged", _damaged_file(run, why), why
+        logger.warning("%s: %s; a resume runs %s of iteration %d again, and every later stage",
+                       run, why, status.next_stage, status.iteration)
+    elif index is None:
+        status.state = "done"
     else:
         status.leftovers = _leftovers(run, status.iteration, stage_table[index].outputs)
         status.state = ("stopped mid-stage" if status.leftovers
@@ -215,26 +285,126 @@ def _run_status(experiment: str, run: Path, stage_table: Sequence[Any], replaced
     return status
 
 
+def recorded_stages(records: Any, iterations: int, names: Sequence[str]
+                    ) -> set[tuple[int, int]]:
+    """``{(t, stage index)}`` of the stage records (manifest keys ``"<t>/<stage>"``) that belong
+    to a run of ``iterations`` iterations with the stages ``names``; other keys are ignored.
+    O(records), whatever ``iterations`` is."""
+    out = set()
+    if not isinstance(records, dict):
+        return out
+    index = {name: i for i, name in enumerate(names)}
+    for key in records:
+        t, _, name = str(key).partition("/")
+        if t.isdigit() and len(t) < 12 and 1 <= int(t) <= iterations and name in index:
+            out.add((int(t), index[name]))
+    return out
+
+
+def _first_missing(done: set[tuple[int, int]], iterations: int, n_stages: int
+                   ) -> tuple[int, int | None]:
+    """(t, stage index) of the first stage not in ``done``; (T, None) when all are. Walks at
+    most ``len(done) + 1`` stages."""
+    for position in range(len(done) + 1):
+        t, i = divmod(position, n_stages)
+        if t + 1 > iterations:
+            break
+        if (t + 1, i) not in done:
+            return t + 1, i
+    return iterations, None
+
+
+def check_records(run: str | os.PathLike, records: Any, names: Sequence[str], iterations: int,
+                  *, verify: bool = False) -> tuple[tuple[int, int], str] | None:
+    """((t, stage index), why) of the first recorded stage, in run order, whose files are not
+    what its record in ``manifest.json`` says; None if every record holds.
+
+    Always: each recorded file exists, is a regular file (not a link) and has its recorded size,
+    and files up to :data:`HASH_ALWAYS_BYTES` have their recorded SHA-256. ``verify``: every
+    file's SHA-256 and form (:func:`vdlib.run_state.check_record`, what a resume checks)."""
+    from vdlib.run_state import check_record
+
+    run = Path(run)
+    for t, i in sorted(recorded_stages(records, iterations, names)):
+        record = records[f"{t}/{names[i]}"]
+        folder = layout.iteration_dir(run, t)
+        if not isinstance(record, dict) or not all(isinstance(v, dict) for v in record.values()):
+            return (t, i), f"{layout.manifest_path(run)}: the record of {t}/{names[i]} is malformed"
+        why = _cheap_check(folder, record)
+        if why is None and verify:
+            why = check_record(folder, record)
+        if why is not None:
+            return (t, i), why
+    return None
+
+
+def _cheap_check(folder: Path, record: dict[str, dict[str, Any]]) -> str | None:
+    for rel, want in record.items():
+        path = folder / rel
+        try:
+            if path.is_symlink() or not path.is_file():
+                return f"{path} is {'a link' if path.is_symlink() else 'missing'}"
+            size = path.stat().st_size
+        except OSError as e:
+            return f"{path} cannot be read ({e.strerror or e})"
+        if size != want.get("size"):
+            return f"{path} changed since its stage finished (size {size}, recorded " \
+                   f"{want.get('size')})"
+        if size <= HASH_ALWAYS_BYTES:
+            try:
+                digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            except OSError as e:
+                return f"{path} cannot be read ({e.strerror or e})"
+            if digest != want.get("sha256"):
+                return f"{path} changed since its stage finished (content hash differs)"
+    return None
+
+
+def _damaged_file(run: Path, why: str) -> str:
+    """The damaged file of a :func:`check_records` sentence, relative to the run folder."""
+    head = why.split(" ", 1)[0].rstrip(":")
+    try:
+        return Path(head).relative_to(run).as_posix()
+    except ValueError:
+        return head
+
+
 def _unreadable(status: RunStatus, name: str, error: Exception) -> RunStatus:
     logger.warning("%s", error)
-    status.state, status.problem = "unreadable", name
+    status.state, status.problem, status.detail = "unreadable", name, str(error)
     return status
 
 
-def _locked(run: Path) -> bool:
-    """Whether another process holds ``run``'s lock; never creates the lock file."""
-    if not (run / LOCK_FILE).exists():
-        return False
-    lock = RunLock(run)
+def lock_holder(run: str | os.PathLike) -> str | None:
+    """The pid (as the lock file says, or ``"unknown"``) of the process that holds ``run``'s
+    lock, or None when none does. Never creates, takes or writes the lock: a shared ``flock``
+    on a read-only descriptor (refused while a run holds the exclusive one), released at once;
+    links are not followed (a link or an unreadable file: logged, counted as not held)."""
+    import fcntl
+
+    path = Path(run) / LOCK_FILE
+    if not os.path.lexists(path):
+        return None
     try:
-        lock.acquire()
-    except RunLockedError:
-        return True
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
-        logger.warning("cannot check the lock of %s (%s): counted as not running", run, e)
-        return False
-    lock.release()
-    return False
+        why = "it is a link" if e.errno == errno.ELOOP else e.strerror or str(e)
+        logger.warning("cannot check the lock of %s (%s): counted as not running", run, why)
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                logger.warning("cannot check the lock of %s (%s): counted as not running", run,
+                               e.strerror or e)
+                return None
+            text = os.read(fd, 32).decode("ascii", "replace").strip()
+            return text if text.isdigit() else "unknown"
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
 
 
 def _leftovers(run: Path, t: int, outputs: Sequence[str]) -> tuple[str, ...]:
@@ -358,18 +528,23 @@ def format_status(statuses: Sequence[RunStatus]) -> str:
             lines.append(f"{s.experiment}/{s.run_id}: stopped inside {s.next_stage} of iteration "
                          f"{s.iteration} (left {', '.join(s.leftovers)}); a resume runs that "
                          "stage again")
+        elif s.state == "damaged":
+            lines.append(f"{s.experiment}/{s.run_id}: {s.detail}; a resume runs {s.next_stage} "
+                         f"of iteration {s.iteration} again, and every later stage")
     return "\n".join(lines) + "\n"
 
 
-def main(output_dir: str | os.PathLike, *, include_replaced: bool = False) -> int:
-    """``vdlib status OUTPUT_DIR``: print the table; 2 (and a message on stderr) if the folder
-    does not exist, else 0."""
+def main(output_dir: str | os.PathLike, *, include_replaced: bool = False,
+         verify: bool = False) -> int:
+    """``vdlib status OUTPUT_DIR [--verify]``: print the table; 2 (and a message on stderr) if
+    the folder does not exist, else 0."""
     path = Path(output_dir)
     if not path.is_dir():
         sys.stderr.write(f"vdlib status: {path} is not a folder (give the output_dir of your "
                          "runs, e.g. outputs)\n")
         return 2
-    sys.stdout.write(format_status(collect_status(path, include_replaced=include_replaced)))
+    sys.stdout.write(format_status(collect_status(path, include_replaced=include_replaced,
+                                                  verify=verify)))
     return 0
 
 
