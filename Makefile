@@ -37,10 +37,11 @@ $(STAMP): $(DEMO_STAMP)
 demo: $(DEMO_STAMP)
 	$(PY) -m vdlib.cli notebooks run --profile $(PROFILE) --only 00_quickstart
 
-# JupyterLab at the repository root (notebooks/ ready to step through); LAB_ARGS passes options,
-# e.g. make lab LAB_ARGS="--no-browser --port 8890".
+# JupyterLab at the repository root, opening LAB_OPEN (the method walkthrough; LAB_OPEN= for
+# the file browser only); LAB_ARGS passes options, e.g. make lab LAB_ARGS="--no-browser --port 8890".
+LAB_OPEN ?= notebooks/07_method_walkthrough.ipynb
 lab: $(LAB_STAMP)
-	$(VENV)/bin/jupyter lab --ServerApp.root_dir=$(CURDIR) $(LAB_ARGS)
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=$(CURDIR) $(LAB_ARGS) $(LAB_OPEN)
 
 $(LAB_STAMP): $(DEMO_STAMP)
 	$(PIP_INSTALL) -c constraints/cpu.txt -e '.[lab]'

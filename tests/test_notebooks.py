@@ -17,6 +17,9 @@ from vdlib.report import open_report, summary_matches, summary_path
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+#: notebooks that teach rather than reproduce the paper: tiny defaults, no paper-profile file,
+#: not in the experiment batch below (each has its own execution test)
+TEACHING = {"00_quickstart", "07_method_walkthrough"}
 
 
 def test_there_are_notebooks():
@@ -43,8 +46,8 @@ def test_params_files_match_the_parameters_cell(nb):
     assert declared, f"{nb.name} has no cell tagged 'parameters'"
     for profile in ("tiny", "gpu", "paper"):
         path = notebook_params_file(nb, profile, ROOT / "params")
-        if profile == "paper" and nb.stem == "00_quickstart":
-            continue  # the quickstart is tiny-only (params/paper/base.yaml is the paper recipe)
+        if profile == "paper" and nb.stem in TEACHING:
+            continue  # no paper profile (params/paper/base.yaml is the paper recipe)
         pending = PENDING_CELL_KEYS.get(profile, set()) - declared
         for f in [path, *sorted(path.parent.glob(f"{path.stem}@*.yaml"))]:
             keys = set(yaml.safe_load(f.read_text()))
@@ -52,7 +55,7 @@ def test_params_files_match_the_parameters_cell(nb):
                 f"{profile}/{f.name}: {sorted((keys - pending) ^ declared)}"
 
 
-@pytest.mark.parametrize("nb", [n for n in NOTEBOOKS if n.stem != "00_quickstart"],
+@pytest.mark.parametrize("nb", [n for n in NOTEBOOKS if n.stem not in TEACHING],
                          ids=lambda p: p.stem)
 def test_parameters_cell_defaults_are_the_paper_params(nb):
     """A notebook opened without params is the paper's run: its experiment folder and models are
@@ -219,7 +222,7 @@ def executed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("notebooks")
     params_dir = tmp / "params"
     (params_dir / "tiny").mkdir(parents=True)
-    names = [nb.stem for nb in NOTEBOOKS if nb.stem != "00_quickstart"]
+    names = [nb.stem for nb in NOTEBOOKS if nb.stem not in TEACHING]
     for nb in NOTEBOOKS:
         if nb.stem in names:
             f = notebook_params_file(nb, "tiny", params_dir)
@@ -375,7 +378,7 @@ def test_01_draws_the_combined_embedding_figure(executed):
 
 
 def test_every_experiment_notebook_has_an_expectation():
-    assert {nb.stem for nb in NOTEBOOKS} - {"00_quickstart"} == set(EXPECTED)
+    assert {nb.stem for nb in NOTEBOOKS} - TEACHING == set(EXPECTED)
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -401,3 +404,158 @@ def test_second_batch_skips_complete_notebooks(executed, tmp_path):
     jobs = run_notebooks("tiny", ["05_annealing"], ROOT / "notebooks", params_dir, outputs,
                          cwd=ROOT)
     assert [j.status for j in jobs] == ["skipped"]
+
+
+# ----------------------------------------------------------------------------- the walkthrough
+
+WALKTHROUGH = ROOT / "notebooks" / "07_method_walkthrough.ipynb"
+
+
+@pytest.fixture(scope="module")
+def walked(tmp_path_factory):
+    """notebooks/07_method_walkthrough.ipynb run by the batch runner with its own tiny params
+    (the packaged SmolLM2 on CPU, nothing downloaded). Returns (summary, report folder,
+    executed copy)."""
+    from vdlib.notebooks import run_notebooks
+
+    out = tmp_path_factory.mktemp("walkthrough") / "outputs"
+    [job] = run_notebooks("tiny", [WALKTHROUGH.stem], ROOT / "notebooks", ROOT / "params", out,
+                          cwd=ROOT)
+    assert job.status == "ran", job.error
+    folder = job.report.parent
+    return json.loads(job.report.read_text()), folder, job.output
+
+
+def _markdown(nb: Path) -> list[str]:
+    cells = json.loads(nb.read_text())["cells"]
+    return ["".join(c["source"]) for c in cells if c["cell_type"] == "markdown"]
+
+
+def test_walkthrough_follows_algorithm_1_and_cites_the_paper():
+    """Seven numbered sections in the order of Algorithm 1, each heading citing a section,
+    equation or appendix of the paper; the code cells only call vdlib (no function, class or
+    lambda defined in the notebook)."""
+    import re
+
+    headings = [line for text in _markdown(WALKTHROUGH) for line in text.splitlines()
+                if line.startswith("## ")]
+    assert [h.split("·")[0].strip("# ").strip() for h in headings] == [str(i) for i in
+                                                                        range(1, 8)]
+    for h in headings:
+        assert re.search(r"Sec\. \d|Eq\. \d|App\. [A-F]", h), h
+    order = ["mask", "Sampling", "Self-consistency", "repetition penalty", "GRPO",
+             "curriculum", "diversity"]
+    assert all(word.lower() in h.lower() for word, h in zip(order, headings, strict=True))
+    code = "\n".join(_code_cells(WALKTHROUGH))
+    for defined in ("def ", "class ", "lambda", "torch.softmax", "import numpy"):
+        assert defined not in code, defined
+    assert "from vdlib" in code
+
+
+def test_walkthrough_proposer_reward_is_min_acc_inside_the_window(walked):
+    import numpy as np
+    import pandas as pd
+
+    summary, folder, _ = walked
+    tau_min, tau_max = summary["config"]["scoring"]["tau_min"], summary["config"]["scoring"][
+        "tau_max"]
+    curve = pd.read_csv(folder / "proposer_reward.csv")  # the plotted numbers
+    inside = (curve["acc"] >= tau_min - 1e-9) & (curve["acc"] <= tau_max + 1e-9)
+    assert inside.any() and (~inside).any()
+    acc = curve.loc[inside, "acc"].to_numpy()
+    assert curve.loc[inside, "reward"].to_numpy() == pytest.approx(np.minimum(acc, 1 - acc))
+    assert (curve.loc[~inside, "reward"] == 0).all()
+    assert curve.loc[curve["reachable"], "acc"].round(6).tolist() == [k / 10 for k in range(11)]
+    assert {k: v["acc"] for k, v in summary["votes"].items()} == {
+        "too easy": 0.9, "at the edge": 0.5, "split": 0.4, "too hard": 0.1}
+    assert summary["votes"]["at the edge"]["majority"] == "34"  # 34, 34.0 and 68/2 are one
+
+
+def test_walkthrough_samples_under_the_mask_hold_no_dropped_id(walked):
+    import pandas as pd
+
+    from vdlib.models import checkpoint_path, load_tokenizer
+    from vdlib.vocab_dropout import VocabDropout
+
+    summary, folder, _ = walked
+    mask = summary["mask"]
+    tok = load_tokenizer("smollm2-135m")
+    vd = VocabDropout.for_checkpoint(str(checkpoint_path("smollm2-135m")), tok,
+                                     alpha=summary["config"]["vocab_dropout"]["alpha"])
+    allowed = vd.sample(mask["seed"])
+    assert int(allowed.sum()) == mask["allowed"]
+    assert 0.7 < mask["allowed"] / mask["vocab_width"] < 0.8  # the mask drops about 1 - alpha
+    assert summary["samples"] and all(s["token_ids"] for s in summary["samples"])
+    for s in summary["samples"]:
+        assert s["mask_seed"] == mask["seed"]
+        assert vd.dropped_ids(s["token_ids"], s["mask_seed"]) == []
+    assert (pd.read_csv(folder / "masked_samples.csv")["dropped ids sampled"] == 0).all()
+    # the update scores the sampled tokens over the full vocabulary: never above the sampler's
+    lp = summary["logprobs"]
+    full, masked = lp["log p (full vocabulary)"], lp["log p (under the mask)"]
+    assert all(f <= m + 1e-5 for f, m in zip(full, masked, strict=True))
+    assert any(f < m - 1e-4 for f, m in zip(full, masked, strict=True))
+    assert 0 < mask["dropped_mass"] < 1
+    fresh = pd.read_csv(folder / "fresh_masks.csv")
+    assert fresh["mask seed"].nunique() == 4
+    assert fresh["overlap with the first"].iloc[1:].to_numpy() == pytest.approx([0.6] * 3,
+                                                                                 abs=0.02)
+
+
+def test_walkthrough_bleu_clusters_and_penalties(walked):
+    import pandas as pd
+
+    from vdlib.rewards import bleu_cluster_penalty
+
+    summary, folder, _ = walked
+    bleu = summary["bleu"]
+    assert bleu["labels"] == [0, 0, 0, 1, 1, 2]  # the two near-duplicate families
+    assert bleu["penalties"] == pytest.approx([3 / 6] * 3 + [2 / 6] * 2 + [1 / 6])
+    assert bleu["penalties"] == bleu_cluster_penalty(bleu["questions"])
+    pairs = pd.read_csv(folder / "bleu_distance.csv")
+    assert (pairs.loc[pairs["i"] == pairs["j"], "distance"] == 0).all()
+    assert (pairs.loc[pairs["same_cluster"] & (pairs["i"] != pairs["j"]), "distance"]
+            < summary["config"]["scoring"]["bleu_threshold"]).all()
+
+
+def test_walkthrough_grpo_advantages_and_cov_selection(walked):
+    import pandas as pd
+
+    summary, folder, _ = walked
+    g = summary["grpo"]
+    adv = g["advantages"]
+    assert sum(adv[:4]) == pytest.approx(0, abs=1e-6) and adv[4:] == [0.0] * 4  # a flat group
+    assert adv[0] > adv[1] > 0 > adv[2] == adv[3]  # the order of the rewards
+    tokens = pd.read_csv(folder / "covariance.csv")
+    assert g["kl_cov_selected"] == tokens["kl_cov"].sum() == 1
+    assert tokens.loc[tokens["kl_cov"], "covariance"].max() == tokens["covariance"].max()
+    picked = tokens[tokens["clip_cov"]]
+    assert len(picked) == g["clip_cov_selected"] == 1
+    assert ((picked["covariance"] > 1) & (picked["covariance"] < 5) & ~picked["clipped"]).all()
+    assert (tokens["k3_kl"] >= 0).all() and tokens["clipped"].mean() == pytest.approx(
+        g["clip_fraction"])
+
+
+def test_walkthrough_filter_and_targets(walked):
+    import pandas as pd
+
+    _, folder, _ = walked
+    f = pd.read_csv(folder / "curriculum_filter.csv",
+                    dtype={"target (paper)": str, "target (R-Zero)": str}).set_index("question")
+    assert f["kept"].to_dict() == {"too easy": False, "at the edge": True, "split": True,
+                                   "too hard": False, "unparsed": False}
+    assert f.loc["split", "target (paper)"] == "8"  # the proposer's stated answer
+    assert f.loc["split", "target (R-Zero)"] == "7"  # the solvers' majority
+
+
+def test_walkthrough_templated_set_is_less_diverse(walked):
+    summary, folder, copy = walked
+    d = summary["diversity"]
+    assert d["templated"]["self_bleu"] > d["varied"]["self_bleu"]
+    assert d["templated"]["vendi"] < d["varied"]["vendi"]
+    assert 1 <= d["templated"]["vendi"] < d["varied"]["vendi"] <= 8
+    for figure in ("mask_effect", "proposer_reward", "bleu_distance", "covariance",
+                   "cosine_kernels"):
+        assert (folder / f"{figure}.png").stat().st_size > 10_000, figure
+    cells = json.loads(copy.read_text())["cells"]
+    assert not any(o.get("output_type") == "error" for c in cells for o in c.get("outputs", []))

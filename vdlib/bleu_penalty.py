@@ -49,6 +49,7 @@ Decisions where R-Zero's code is silent or fails:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.cluster.hierarchy import linkage
@@ -57,6 +58,8 @@ from vdlib.bleu import bleu_distance_matrix
 
 __all__ = [
     "average_linkage_clusters",
+    "BleuClusters",
+    "bleu_clusters",
     "bleu_cluster_penalty",
     "bleu_distance_matrix",  # the kernel's, for the penalty's callers
 ]
@@ -97,6 +100,33 @@ def _first_appearance(labels: np.ndarray) -> np.ndarray:
     return np.array([seen.setdefault(int(x), len(seen)) for x in labels], dtype=np.int64)
 
 
+@dataclass(frozen=True)
+class BleuClusters:
+    """The steps of the penalty on one batch (:func:`bleu_clusters`)."""
+
+    distance: np.ndarray  #: (n, n) float64, 1 - BLEU (:func:`bleu_distance_matrix`)
+    labels: np.ndarray  #: (n,) int64 cluster of each text (:func:`average_linkage_clusters`)
+    penalties: list[float]  #: |cluster(i)| / n
+
+
+def bleu_clusters(texts: Sequence[str], threshold: float = 0.5) -> BleuClusters:
+    """The BLEU-distance matrix of ``texts``, their average-linkage clusters at ``threshold``
+    and each text's penalty ``|cluster(i)| / n``: what :func:`bleu_cluster_penalty` computes
+    on a batch without failed rollouts, every step kept.
+
+    >>> c = bleu_clusters(["a b c d e", "a b c d e", "p q r s t"])
+    >>> c.labels.tolist(), c.penalties
+    ([0, 0, 1], [0.6666666666666666, 0.6666666666666666, 0.3333333333333333])
+    """
+    texts = [str(t) for t in texts]
+    if not texts:
+        return BleuClusters(np.zeros((0, 0)), np.zeros(0, dtype=np.int64), [])
+    dist = bleu_distance_matrix(texts)
+    labels = average_linkage_clusters(dist, threshold)
+    sizes = np.bincount(labels)
+    return BleuClusters(dist, labels, [int(sizes[k]) / len(texts) for k in labels.tolist()])
+
+
 def bleu_cluster_penalty(questions: Sequence[str | None], threshold: float = 0.5,
                          include_failed: bool = True) -> list[float]:
     """R-Zero's repetition penalty ``|cluster(i)| / batch size`` for each question.
@@ -123,10 +153,6 @@ def bleu_cluster_penalty(questions: Sequence[str | None], threshold: float = 0.5
         texts = [str(questions[i]) for i in valid]
         members = valid
     penalty = [0.0] * len(questions)
-    if not texts:
-        return penalty
-    labels = average_linkage_clusters(bleu_distance_matrix(texts), threshold)
-    sizes = np.bincount(labels)
-    for idx, label in zip(members, labels.tolist(), strict=True):
-        penalty[idx] = int(sizes[label]) / len(texts)
+    for idx, value in zip(members, bleu_clusters(texts, threshold).penalties, strict=True):
+        penalty[idx] = value
     return penalty

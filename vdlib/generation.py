@@ -25,6 +25,7 @@ from tqdm.auto import tqdm
 from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
 
 from vdlib.seeding import derive_seed
+from vdlib.terminal import bars_disabled
 from vdlib.vocab_dropout import VocabDropout
 
 __all__ = ["Sample", "GenerationEngine", "GenerationBatch", "BatchedGenerate", "HFEngine",
@@ -223,7 +224,8 @@ class HFEngine:
         starts = range(0, len(jobs), self.batch_size)
         out: list[Sample] = []
         for b, start in enumerate(tqdm(starts, desc="generate", unit="batch",
-                                       disable=not self.show_progress or len(starts) < 2)):
+                                       disable=not self.show_progress or len(starts) < 2
+                                       or bars_disabled())):
             batch = jobs[start : start + self.batch_size]
             enc = self.tokenizer([p for _, _, p in batch], return_tensors="pt", padding=True,
                                  padding_side="left", add_special_tokens=False).to(device)

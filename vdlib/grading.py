@@ -110,8 +110,13 @@ def _serve(compare_spec: str | None = None) -> None:
     (``module:function``) replaces math-verify in tests."""
     import importlib
     import json
+    import signal
     import sys
 
+    # the helper ends when its stdin closes (its owner exited) or its owner kills it; a SIGINT
+    # sent to the owner's process group (a notebook cell interrupted, a kernel shut down by
+    # papermill) is not for it, and would print a KeyboardInterrupt traceback
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     # the answers go out on a private copy of stdout; anything else printed (by sympy, a
     # library, C code) lands on stderr and cannot shift them
     out = os.fdopen(os.dup(1), "wb", buffering=0)

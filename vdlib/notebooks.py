@@ -11,7 +11,9 @@ per seed, as variants ``seed<N>``). Every notebook keeps a report (:mod:`vdlib.r
 ``<output_dir>/<experiment>/reports/<notebook>/``; a job whose report's ``summary.json`` holds
 the same resolved config (:func:`vdlib.report.summary_matches`) and whose executed copy exists
 is skipped unless ``force``; the runs inside a notebook resume on their own. A failing notebook
-does not stop the others; the summary lists it and the exit status is 1.
+does not stop the others; the summary lists it and the exit status is 1. Kernels run quiet
+(:mod:`vdlib.terminal`): progress shows as the heartbeat's log lines, not as tqdm bars, and the
+known warnings of the pinned dependencies are filtered.
 """
 
 from __future__ import annotations
@@ -127,8 +129,12 @@ def run_notebooks(profile: str, only: list[str] | None, notebooks_dir: Path, par
                   output_dir: Path, seeds: list[int] | None = None, force: bool = False,
                   cwd: Path | None = None) -> list[NotebookJob]:
     """Plan, then execute each job with papermill (skipping complete ones unless ``force``);
-    returns the jobs with their status and seconds."""
+    returns the jobs with their status and seconds. Each kernel runs quiet
+    (:mod:`vdlib.terminal`): tqdm bars off (progress is the heartbeat's log lines), the known
+    warnings of the pinned dependencies filtered."""
     import papermill
+
+    from vdlib.terminal import KERNEL_ARGUMENTS, quiet_env
 
     jobs = plan_jobs(profile, only, notebooks_dir, params_dir, output_dir, seeds)
     for job in jobs:
@@ -140,13 +146,16 @@ def run_notebooks(profile: str, only: list[str] | None, notebooks_dir: Path, par
         logger.info("running %s with %s -> %s", job.notebook.name, job.params_file, job.output)
         start = time.perf_counter()
         try:
-            # the kernel's output (its log lines: run, iteration, stage, progress bars) is
-            # streamed to this terminal as it comes, not only saved in the executed copy
-            papermill.execute_notebook(str(job.notebook), str(job.output),
-                                       parameters=job.params,
-                                       cwd=str(cwd) if cwd else None, kernel_name="python3",
-                                       progress_bar=False, stdout_file=sys.stdout,
-                                       stderr_file=sys.stderr)
+            # the kernel's output (its log lines: run, iteration, stage, heartbeat) is streamed
+            # to this terminal as it comes, not only saved in the executed copy; the kernel
+            # runs quiet (vdlib.terminal): no tqdm bars, the known warnings filtered
+            with quiet_env():
+                papermill.execute_notebook(str(job.notebook), str(job.output),
+                                           parameters=job.params,
+                                           cwd=str(cwd) if cwd else None, kernel_name="python3",
+                                           progress_bar=False, stdout_file=sys.stdout,
+                                           stderr_file=sys.stderr,
+                                           extra_arguments=list(KERNEL_ARGUMENTS))
             job.status = "ran"
         except Exception as e:  # noqa: BLE001 - reported in the summary, others still run
             job.status, job.error = "failed", f"{type(e).__name__}: {str(e)[:500]}"

@@ -24,6 +24,7 @@ from vdlib.generation import GenerationEngine
 from vdlib.grading import is_equivalent, majority_votes
 from vdlib.parsing import extract_boxed
 from vdlib.prompts import solver_prompt
+from vdlib.terminal import bars_disabled
 
 __all__ = ["QuestionScore", "score_questions"]
 
@@ -64,7 +65,7 @@ def score_questions(questions: Sequence[str | None], solver_engine: GenerationEn
     answer_lists = [[extract_boxed(s.text) for s in samples[k * m:(k + 1) * m]]
                     for k in range(len(valid))]
     with tqdm(total=len(valid), desc="majority vote", unit="question",
-              disable=not show_progress or len(valid) < 2) as bar:
+              disable=not show_progress or len(valid) < 2 or bars_disabled()) as bar:
         votes = majority_votes(answer_lists, progress=bar.update)
     for (i, _), answers, (majority, acc) in zip(valid, answer_lists, votes, strict=True):
         scores[i].answers, scores[i].majority, scores[i].acc = answers, majority, acc

@@ -18,6 +18,7 @@ import torch
 from vdlib import generation
 from vdlib.generation import GenerationBatch, Sample
 from vdlib.seeding import derive_seed
+from vdlib.terminal import bars_disabled
 from vdlib.vllm_backend import (
     MRV2_MAX_ALLOWED_TOKEN_IDS,
     ROUTES,
@@ -133,7 +134,7 @@ class VLLMEngine(generation.BatchedGenerate):
             return [[] for _ in batches]
         enc = self.tokenizer([r[3] for r in requests], add_special_tokens=False)["input_ids"]
         outputs = self.llm.generate([{"prompt_token_ids": ids} for ids in enc], params,
-                                    use_tqdm=self.show_progress)
+                                    use_tqdm=self.show_progress and not bars_disabled())
         result: list[list[Sample]] = [[] for _ in batches]
         for (bi, pi, s, prompt), out in zip(requests, outputs, strict=True):
             completions = sorted(out.outputs, key=lambda c: c.index)

@@ -344,6 +344,13 @@ class VocabDropout:
         ``VLLM_USE_V2_MODEL_RUNNER=0`` or use the seeded processor in ``vdlib.vllm_backend``)."""
         return self.sample(seed).nonzero(as_tuple=True)[0].tolist()
 
+    def dropped_ids(self, token_ids: Iterable[int], seed: int) -> list[int]:
+        """The ids of ``token_ids`` (e.g. a sample's) that the mask of ``seed`` drops, in order;
+        ids at or beyond the logits width count as dropped. ``[]`` for a masked sample."""
+        allowed = self.sample(seed)
+        return [int(t) for t in token_ids if not 0 <= int(t) < self.vocab_width
+                or not bool(allowed[int(t)])]
+
     def kept_fraction(self, seed: int) -> float:
         """Fraction of the non-protected drawn ids (below ``n_draw``) that the mask of ``seed``
         keeps: about alpha."""

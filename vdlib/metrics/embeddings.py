@@ -231,14 +231,16 @@ class HFEmbedder:
         import torch
         from tqdm.auto import tqdm
 
+        from vdlib.terminal import bars_disabled
+
         model, tokenizer = _load_encoder(self.ref, self.device)
         max_length = self.max_length or min(int(tokenizer.model_max_length), 8192)
         if self.pooling == "lasttoken" and tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
         out = []
         starts = range(0, len(texts), batch_size)
-        for start in tqdm(starts, desc=f"embed {self.key}", disable=len(starts) < 4,
-                          leave=False):
+        for start in tqdm(starts, desc=f"embed {self.key}", leave=False,
+                          disable=len(starts) < 4 or bars_disabled()):
             batch = tokenizer(texts[start:start + batch_size], padding=True, truncation=True,
                               max_length=max_length, return_tensors="pt").to(self.device)
             with torch.inference_mode():
@@ -284,13 +286,15 @@ class OpenAIEmbedder:
     def encode(self, texts: list[str], batch_size: int) -> np.ndarray:
         from tqdm.auto import tqdm
 
+        from vdlib.terminal import bars_disabled
+
         if any(not t for t in texts):
             raise ValueError("the OpenAI embeddings API rejects empty strings")
         client = self._client()
         out = []
         starts = range(0, len(texts), min(batch_size, 2048))  # the API takes <= 2048 inputs
-        for start in tqdm(starts, desc=f"embed {self.key}", disable=len(starts) < 4,
-                          leave=False):
+        for start in tqdm(starts, desc=f"embed {self.key}", leave=False,
+                          disable=len(starts) < 4 or bars_disabled()):
             chunk = texts[start:start + min(batch_size, 2048)]
             response = client.embeddings.create(model=self.model, input=chunk,
                                                 encoding_format="float")

@@ -56,6 +56,8 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from tqdm.auto import tqdm
 
+from vdlib.terminal import bars_disabled
+
 __all__ = ["epiplexity", "encode_questions", "mdl_select", "TARGET_MODULES"]
 
 LN2 = math.log(2.0)
@@ -134,7 +136,8 @@ def _train_epoch(model: Any, optimizer: Any, batches: list[list[list[int]]], pad
     update (nats)."""
     model.train()
     recorded = 0.0
-    for batch in tqdm(batches, desc=desc, leave=False, disable=len(batches) < 8):
+    for batch in tqdm(batches, desc=desc, leave=False,
+                      disable=len(batches) < 8 or bars_disabled()):
         n_tokens = _n_predicted(batch)
         optimizer.zero_grad(set_to_none=True)
         for chunk in _chunks(batch, micro):

@@ -130,10 +130,13 @@ class HFNLIClassifier:
         import torch
         from tqdm.auto import tqdm
 
+        from vdlib.terminal import bars_disabled
+
         model, tokenizer = _load_classifier(self.ref, self.device)
         out: list[str] = []
         starts = range(0, len(premises), batch_size)
-        for s in tqdm(starts, desc="NLI pairs", disable=len(starts) < 8, leave=False):
+        for s in tqdm(starts, desc="NLI pairs", disable=len(starts) < 8 or bars_disabled(),
+                      leave=False):
             batch = tokenizer(premises[s:s + batch_size], hypotheses[s:s + batch_size],
                               padding=True, truncation=True, max_length=self.max_length,
                               return_tensors="pt").to(self.device)
