@@ -209,6 +209,7 @@ def _wait_for(predicate, what: str, proc=None, limit_s: float = 300.0) -> None:
 
 
 def _start_grid(tmp_path: Path, params: Path, slots: int):
+    """The stand-in grid in a subprocess; :func:`_end_grid` cleans up after a failed test."""
     import subprocess
 
     (tmp_path / "grid.py").write_text(_GRID)
@@ -219,19 +220,50 @@ def _start_grid(tmp_path: Path, params: Path, slots: int):
                             cwd=Path(__file__).resolve().parent.parent)
 
 
+def _end_grid(grid, cfg) -> None:
+    """After a test (passed or not): release every stand-in run, stop the grid, then SIGKILL
+    any stand-in or helper still alive, so that even a failed test leaves no process."""
+    import signal
+
+    params = [layout.grid_params_path(cfg.output_dir, cfg.experiment, r.name)
+              for r in plan_grid(cfg)]
+    for p in params:
+        if p.parent.exists():
+            Path(str(p) + ".release").write_text("")
+    if grid.poll() is None:
+        grid.send_signal(signal.SIGTERM)
+        try:
+            grid.wait(timeout=120)
+        except Exception:  # noqa: BLE001 - last resort
+            grid.kill()
+            grid.wait()
+    for p in params:
+        pids = Path(str(p) + ".pids")
+        for pid in map(int, pids.read_text().split()) if pids.exists() else ():
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
 def test_sigterm_to_a_grid_stops_every_run_and_leaves_no_process(tmp_path):
     """Item 5: SIGTERM to `vdlib grid` reaches each running run (its whole process group); the
     grid waits for them, kills what ignores SIGTERM, and exits 143; no process is left and every
     run's lock is free, so a resubmitted grid finds no live orphan."""
+    path = tmp_path / "grid.yaml"
+    path.write_text(json.dumps(_grid(tmp_path, arms=("baseline", "vd75", "vd85"))))
+    cfg = load_params(path)
+    grid = _start_grid(tmp_path, path, slots=2)
+    try:
+        _sigterm_checks(grid, cfg)
+    finally:
+        _end_grid(grid, cfg)
+
+
+def _sigterm_checks(grid, cfg) -> None:
     import signal
 
     from vdlib.run_state import RunLock
     from vdlib.status import lock_holder
 
-    path = tmp_path / "grid.yaml"
-    path.write_text(json.dumps(_grid(tmp_path, arms=("baseline", "vd75", "vd85"))))
-    cfg = load_params(path)
-    grid = _start_grid(tmp_path, path, slots=2)
     pid_files = [Path(str(layout.grid_params_path(cfg.output_dir, cfg.experiment, name))
                       + ".pids") for name in ("baseline-seed0", "vd75-seed0")]
     _wait_for(lambda: all(p.exists() for p in pid_files), "both runs started", grid)
@@ -256,12 +288,19 @@ def test_two_grids_on_one_folder_report_busy_not_failed(tmp_path, capsys):
     """Item 7: a second grid on the same runs finds them busy (run lock held, or the log held
     by the first grid), starts nothing, writes no log line, and says `busy` (exit 75, not 1);
     a child that finds its folder busy itself is `busy` too; the first grid's runs all ran."""
-    from vdlib.progress import BUSY_EXIT, PAUSED_EXIT
-
     path = tmp_path / "grid.yaml"
     path.write_text(json.dumps(_grid(tmp_path, arms=("baseline", "vd75"))))
     cfg = load_params(path)
     first = _start_grid(tmp_path, path, slots=2)
+    try:
+        _two_grid_checks(first, cfg, path, capsys)
+    finally:
+        _end_grid(first, cfg)
+
+
+def _two_grid_checks(first, cfg, path, capsys) -> None:
+    from vdlib.progress import BUSY_EXIT, PAUSED_EXIT
+
     params = {n: layout.grid_params_path(cfg.output_dir, cfg.experiment, n)
               for n in ("baseline-seed0", "vd75-seed0")}
     _wait_for(lambda: all(Path(str(p) + ".pids").exists() for p in params.values()),

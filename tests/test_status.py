@@ -257,6 +257,12 @@ def test_one_broken_folder_never_blanks_the_table(grid, monkeypatch, capsys):
         **records, "99999999999999999999/proposer": {}, "x/y": {}, "3/nope": {}})
     no_config = _start(out, "other", "seed9", seed=9)
     layout.config_path(no_config).unlink()
+    manifest = json.loads(layout.manifest_path(no_config).read_text())
+    manifest.pop("fingerprinted_config", None)  # no copy of the config anywhere
+    layout.manifest_path(no_config).write_text(json.dumps(manifest))
+    copy = _start(out, "other", "seed13", seed=13, iterations=3)
+    layout.config_path(copy).unlink()  # the manifest's copy stands in (a resume rewrites it)
+    update_manifest(layout.manifest_path(copy), fingerprinted_config={"iterations": 3, "seed": 13})
     no_manifest = _start(out, "other", "seed10", seed=10)
     _finish(no_manifest, (1, "proposer"))
     layout.manifest_path(no_manifest).unlink()
@@ -279,6 +285,7 @@ def test_one_broken_folder_never_blanks_the_table(grid, monkeypatch, capsys):
     assert got["seed10"].label == "unreadable (manifest.json)"
     assert "is missing, but the run has iteration folders" in got["seed10"].detail
     assert got["seed12"].state == "new"
+    assert (got["seed13"].state, got["seed13"].iterations) == ("new", 3)
     assert got["seed11"].label == "unreadable (run folder)"
     assert "MemoryError: a folder that breaks the reader" in got["seed11"].detail
     assert got["baseline-seed0"].state == "done" and got["vd75-seed1"].state == \

@@ -186,24 +186,27 @@ def _brief(err: BaseException, limit: int = 200) -> str:
 # ----------------------------------------------------------------------------- one run
 
 
-def _read_config(run: Path) -> dict[str, Any]:
-    """The folder's ``config.yaml`` as a mapping whose ``iterations`` is within the config's
-    bounds; ValueError (naming the file, never formatting an unbounded value) otherwise."""
-    import reprlib
+class _MissingConfig(ValueError):
+    """The run folder has no ``config.yaml``."""
 
-    import yaml
+
+def _manifest_config(run: Path) -> dict[str, Any] | None:
+    """The fingerprinted config the manifest holds (``fingerprinted_config``, written beside
+    its fingerprint), if it has one with a usable ``iterations``; else None."""
+    try:
+        data = read_manifest(layout.manifest_path(run)).get("fingerprinted_config")
+        return _checked_config(data, layout.manifest_path(run)) if data is not None else None
+    except (OSError, ValueError):
+        return None
+
+
+def _checked_config(data: Any, path: Path) -> dict[str, Any]:
+    """``data`` if it is a mapping whose ``iterations`` is within the config's bounds; else a
+    ValueError naming ``path`` (never formatting an unbounded value)."""
+    import reprlib
 
     from vdlib.config import ExperimentConfig
 
-    path = layout.config_path(run)
-    try:
-        if path.is_symlink() or not path.is_file():
-            raise ValueError("missing" if not os.path.lexists(path) else "not a regular file")
-        if path.stat().st_size > CONFIG_MAX_BYTES:
-            raise ValueError(f"larger than {CONFIG_MAX_BYTES} bytes")
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError) as e:
-        raise ValueError(f"{path} cannot be read ({(str(e).splitlines() or [''])[0]})") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path} is not a mapping")
     iterations = data.get("iterations")
@@ -213,6 +216,26 @@ def _read_config(run: Path) -> dict[str, Any]:
         raise ValueError(f"{path}: iterations is {reprlib.repr(iterations)}, not an integer in "
                          f"[1, {meta['le']}]")
     return data
+
+
+def _read_config(run: Path) -> dict[str, Any]:
+    """The folder's ``config.yaml`` as a mapping whose ``iterations`` is within the config's
+    bounds; ValueError (naming the file, never formatting an unbounded value) otherwise, and
+    :class:`_MissingConfig` when there is none."""
+    import yaml
+
+    path = layout.config_path(run)
+    if not os.path.lexists(path):
+        raise _MissingConfig(f"{path} is missing")
+    try:
+        if path.is_symlink() or not path.is_file():
+            raise ValueError("not a regular file")
+        if path.stat().st_size > CONFIG_MAX_BYTES:
+            raise ValueError(f"larger than {CONFIG_MAX_BYTES} bytes")
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError) as e:
+        raise ValueError(f"{path} cannot be read ({(str(e).splitlines() or [''])[0]})") from None
+    return _checked_config(data, path)
 
 
 def _read_stages(run: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -239,6 +262,10 @@ def _run_status(experiment: str, run: Path, stage_table: Sequence[Any], replaced
     status.last_update = _newest_mtime(run)
     try:
         config = _read_config(run)
+    except _MissingConfig as e:  # the manifest's copy, when it has one (a resume rewrites it)
+        config = _manifest_config(run)
+        if config is None:
+            return _unreadable(status, layout.CONFIG_FILE, e)
     except ValueError as e:
         return _unreadable(status, layout.CONFIG_FILE, e)
     status.iterations = T = config["iterations"]
