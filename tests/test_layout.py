@@ -10,7 +10,8 @@ import pytest
 
 from vdlib import layout
 from vdlib.arms import arm_params
-from vdlib.config import load_params, save_params
+from vdlib.config import load_params, save_params, to_dict
+from vdlib.run_state import config_fingerprint
 
 
 @pytest.mark.parametrize("arm", ["baseline", "vd75", "train_only", "x-seed2", "a b"])
@@ -97,8 +98,9 @@ def test_start_run_keeps_the_start_time_and_other_manifest_entries(tmp_path):
     cfg = load_params({"output_dir": str(tmp_path), "seed": 1})
     run = layout.start_run(cfg)
     first = json.loads(layout.manifest_path(run).read_text())
-    assert list(first) == ["experiment", "seed", "started", "updated", "git_commit", "python",
-                           "platform", "versions"]
+    assert list(first) == ["fingerprint", "fingerprinted_config", "experiment", "seed",
+                           "started", "updated", "git_commit", "python", "platform", "versions"]
+    assert first["fingerprint"] == config_fingerprint(to_dict(cfg))
     layout.manifest_path(run).write_text(json.dumps({**first, "started": "then",
                                                      "stages": {"1/propose": {}}}))
     again = json.loads(layout.manifest_path(layout.start_run(cfg)).read_text())

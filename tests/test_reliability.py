@@ -18,7 +18,14 @@ import yaml
 from test_coevolution import _artifacts, tiny_params
 
 from vdlib.coevolution import STAGES, run
-from vdlib.run_state import RunConfigMismatch, RunLock, RunLockedError
+from vdlib.run_state import (
+    LOCK_FILE,
+    RunConfigMismatch,
+    RunLock,
+    RunLockedError,
+    UnsafeLockError,
+    UnsafeRunFolderError,
+)
 from vdlib.stages import STAGE_TABLE
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -192,3 +199,153 @@ def test_sigkill_at_a_stage_boundary_or_inside_a_stage_resumes_exactly(reference
     result = run(params)
     assert _artifacts(run_dir) == _artifacts(reference)
     assert result.iterations[0] == json.loads((reference / "iter_1" / "metrics.json").read_text())
+
+
+# ----------------------------------------------------------------------------- hostile files
+
+
+def _files(run_dir: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(run_dir)): p.read_bytes() for p in sorted(run_dir.rglob("*"))
+            if p.is_file() and not p.is_symlink()}
+
+
+def test_a_symlinked_lock_is_refused_and_its_target_left_untouched(reference, tmp_path,
+                                                                    capsys):
+    from vdlib.cli import main
+    from vdlib.status import collect_status
+
+    params, run_dir = _copy(reference, tmp_path)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("someone's file\n")
+    (run_dir / LOCK_FILE).unlink(missing_ok=True)
+    (run_dir / LOCK_FILE).symlink_to(victim)
+    before = _files(run_dir)
+    with pytest.raises(UnsafeLockError, match=r"\.lock is a symbolic link to .*victim\.txt"):
+        run(params)
+    params_file = tmp_path / "params.yaml"
+    params_file.write_text(yaml.safe_dump(params))
+    assert main(["run", str(params_file)]) == 2
+    err = capsys.readouterr().err
+    assert "is a symbolic link" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) <= 2  # the message (and the -v hint)
+    collect_status(tmp_path)  # vdlib status reads the folder: it writes nothing either
+    assert victim.read_text() == "someone's file\n"
+    assert _files(run_dir) == before and (run_dir / LOCK_FILE).is_symlink()
+
+
+@pytest.mark.parametrize("name", ["iter_1", "base_models"])
+def test_a_symlinked_run_subfolder_is_refused_and_its_target_left_untouched(reference, tmp_path,
+                                                                           name):
+    params, run_dir = _copy(reference, tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    (run_dir / name).rename(elsewhere)  # what a stage would remove and rewrite lies elsewhere
+    (run_dir / name).symlink_to(elsewhere)
+    before = _files(elsewhere)
+    for force in (False, True):
+        with pytest.raises(UnsafeRunFolderError, match=f"{name} is a symbolic link"):
+            run({**params, "vocab_dropout": {"alpha": 0.3}}, force=force)
+    assert _files(elsewhere) == before
+
+
+@pytest.mark.parametrize("name", ["curriculum.jsonl", "solver_model"])
+def test_a_symlinked_stage_file_reruns_its_stage_and_its_target_is_untouched(
+        reference, tmp_path, caplog, name):
+    params, run_dir = _copy(reference, tmp_path)
+    path = run_dir / "iter_1" / name
+    elsewhere = tmp_path / f"elsewhere-{name}"
+    path.rename(elsewhere)  # the same bytes, reached through a link
+    path.symlink_to(elsewhere)
+    kept = _files(elsewhere) if elsewhere.is_dir() else elsewhere.read_bytes()
+    caplog.set_level("INFO")
+    run(params)
+    assert f"{path} is a symbolic link" in caplog.text
+    stage = _stage_of(name)
+    for s in STAGES:
+        skipped = f"iteration 1 {s}: done earlier, skipped" in caplog.text
+        assert skipped == (STAGES.index(s) < STAGES.index(stage)), s
+    assert not path.is_symlink()
+    assert (_files(elsewhere) if elsewhere.is_dir() else elsewhere.read_bytes()) == kept
+    assert _artifacts(run_dir) == _artifacts(reference)
+
+
+def test_a_deleted_config_yaml_refuses_another_config_and_resumes_its_own(reference, tmp_path,
+                                                                          caplog):
+    from vdlib.config import load_params
+    from vdlib.layout import config_text
+
+    params, run_dir = _copy(reference, tmp_path)
+    (run_dir / "config.yaml").unlink()
+    before = _files(run_dir)
+    with pytest.raises(RunConfigMismatch) as err:
+        run({**params, "vocab_dropout": {"alpha": 0.3}})
+    assert "vocab_dropout.alpha: 0.75 -> 0.3" in str(err.value)
+    assert _files(run_dir) == before  # nothing written, config.yaml still absent
+    caplog.set_level("INFO")
+    run(params)
+    assert all(f"iteration 1 {s}: done earlier, skipped" in caplog.text for s in STAGES)
+    assert "config.yaml is missing" in caplog.text
+    assert (run_dir / "config.yaml").read_text() == config_text(load_params(params))
+    # a folder from before the manifest held a fingerprint: its records alone prove nothing
+    manifest = run_dir / "manifest.json"
+    data = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({k: v for k, v in data.items()
+                                    if not k.startswith("fingerprint")}))
+    (run_dir / "config.yaml").unlink()
+    with pytest.raises(RunConfigMismatch, match="the config that made them is unknown"):
+        run(params)
+
+
+def test_a_deleted_manifest_reruns_every_stage(reference, tmp_path, caplog):
+    params, run_dir = _copy(reference, tmp_path)
+    (run_dir / "manifest.json").unlink()
+    with pytest.raises(RunConfigMismatch, match="vocab_dropout.alpha"):  # config.yaml guards
+        run({**params, "vocab_dropout": {"alpha": 0.3}})
+    caplog.set_level("INFO")
+    run(params)
+    assert "done earlier, skipped" not in caplog.text
+    assert _artifacts(run_dir) == _artifacts(reference)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert set(manifest["stages"]) == {f"1/{s}" for s in STAGES} and manifest["fingerprint"]
+
+
+@pytest.mark.parametrize("damage", ["flipped byte", "truncated"])
+def test_damage_in_base_models_is_detected_and_the_base_rebuilt(reference, tmp_path, caplog,
+                                                                damage):
+    params, run_dir = _copy(reference, tmp_path)
+    weights = run_dir / "base_models" / "proposer-tiny-random" / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    if damage == "flipped byte":  # loads fine: before records, carried on silently
+        data[len(data) // 2] ^= 0x01
+    else:  # before records: a SafetensorError traceback on every resume
+        data = data[: len(data) // 2]
+    weights.write_bytes(bytes(data))
+    rollouts = run_dir / "iter_1" / "proposer_rollouts.jsonl"  # the stage that reads the base
+    rollouts.write_text(rollouts.read_text()[:20])
+    caplog.set_level("INFO")
+    run(params)
+    assert f"the proposer's converted base tiny-random: {weights} changed" in caplog.text
+    assert "building it again" in caplog.text
+    assert _artifacts(run_dir) == _artifacts(reference)
+
+
+def test_a_damaged_warm_start_cache_is_rebuilt(tmp_path, caplog):
+    from vdlib.config import load_params
+    from vdlib.run_state import FOLDER_RECORD, check_folder
+    from vdlib.warm_start import warm_start_dir
+
+    ws = load_params({"profile": "tiny", "warm_start": {"mode": "sft", "steps": 1,
+                                                         "batch_size": 1}}).warm_start
+    target = warm_start_dir("tiny-random", ws, cache_dir=tmp_path)
+    assert (target / FOLDER_RECORD).is_file() and check_folder(target) is None
+    first = _files(target)
+    weights = target / "model.safetensors"
+    caplog.set_level("WARNING")
+    for damage in ("truncate", "no record"):
+        if damage == "truncate":
+            weights.write_bytes(weights.read_bytes()[:100])
+        else:  # a cache built before records existed
+            (target / FOLDER_RECORD).unlink()
+        caplog.clear()
+        assert warm_start_dir("tiny-random", ws, cache_dir=tmp_path) == target
+        assert "format warm-start of tiny-random" in caplog.text, damage
+        assert _files(target) == first, damage  # rebuilt, the same bytes (seeded, CPU)

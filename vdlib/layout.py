@@ -32,7 +32,6 @@ Nothing here creates a folder except :func:`make_run_dir` and :func:`start_run`.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterable
@@ -58,7 +57,7 @@ __all__ = [
 ]
 
 CONFIG_FILE = "config.yaml"  # a run's resolved config (marks a folder as a run folder)
-MANIFEST_FILE = "manifest.json"  # a run's seeds, versions, git commit, start time
+MANIFEST_FILE = "manifest.json"  # a run's config fingerprint, seeds, versions, git commit, times
 QUESTIONS_FILE = "questions.jsonl"  # iter_<t>: every generated question, scored
 CURRICULUM_FILE = "curriculum.jsonl"  # iter_<t>: the filtered questions the solver trains on
 METRICS_FILE = "metrics.json"  # iter_<t>: the iteration's metrics (written last)
@@ -95,8 +94,8 @@ def config_path(run_dir: str | os.PathLike) -> Path:
 
 
 def manifest_path(run_dir: str | os.PathLike) -> Path:
-    """``<run>/manifest.json``: the run's seeds, versions, git commit, times (and, written by
-    :mod:`vdlib.run_state`, its stage records)."""
+    """``<run>/manifest.json``: the run's config fingerprint, seeds, versions, git commit, times
+    (and, written by :mod:`vdlib.run_state`, its stage records)."""
     return Path(run_dir) / MANIFEST_FILE
 
 
@@ -319,21 +318,28 @@ def start_run(cfg: Any) -> Path:
     ``manifest.json``.
 
     The folder is ``<output_dir>/<experiment>/<run_id>`` with ``run_id`` defaulting to
-    ``seed<seed>``. The manifest records seeds, package versions, the git commit and the start
-    time; an existing manifest keeps its original start time (resume) and any other entry it
-    holds (e.g. the stage records of :mod:`vdlib.run_state`), the fields above refreshed.
+    ``seed<seed>``. The manifest records the config's fingerprint
+    (:func:`vdlib.run_state.manifest_fingerprint`: the folder's record of which config made
+    it, checked by :func:`vdlib.run_state.claim_run` before this is called), seeds, package
+    versions, the git commit and the start time; an existing manifest keeps its original start
+    time (resume) and any other entry it holds (e.g. the stage records of
+    :mod:`vdlib.run_state`), the fields above refreshed. The manifest is written first, so a
+    folder never holds a ``config.yaml`` newer than its manifest's fingerprint.
     """
+    import dataclasses
     import datetime
     import platform
     import sys
 
+    from vdlib.run_state import manifest_fingerprint, read_manifest
+
     path = make_run_dir(cfg.output_dir, cfg.experiment, run_id(cfg))
-    atomic_write_text(config_path(path), config_text(cfg))
     manifest = manifest_path(path)
-    old = json.loads(manifest.read_text()) if manifest.exists() else {}
+    old = read_manifest(manifest)
     now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     atomic_write_json(manifest, {
         **old,
+        **manifest_fingerprint(dataclasses.asdict(cfg)),
         "experiment": cfg.experiment,
         "seed": cfg.seed,
         "started": old.get("started", now),
@@ -343,4 +349,5 @@ def start_run(cfg: Any) -> Path:
         "platform": platform.platform(),
         "versions": package_versions(),
     })
+    atomic_write_text(config_path(path), config_text(cfg))
     return path

@@ -39,6 +39,7 @@ from vdlib.distributed import (
 from vdlib.engines import open_engine, rollout_mode
 from vdlib.layout import iteration_dir, run_path
 from vdlib.models import MODELS, atomic_build_dir, load_model, resolve_device
+from vdlib.run_state import FOLDER_RECORD, verified_build_dir
 
 __all__ = ["ModelStore"]
 
@@ -77,25 +78,34 @@ class ModelStore:
             from vdlib.warm_start import warm_start_dir
 
             return str(warm_start_dir(name, cfg.warm_start, seed=cfg.seed,
-                                      cache_dir=cfg.model.cache_dir, device=self.device))
+                                      cache_dir=cfg.model.cache_dir, device=self.device,
+                                      check=world_size() == 1 or is_main_process()))
         return self._materialise(name, role)
 
     def _materialise(self, name: str, role: str) -> str:
-        """A path (or Hub id) TRL can load: registered names are saved once into the run."""
+        """A path (or Hub id) TRL can load: registered names are saved once into the run
+        (``base_models/<role>-<name>``, with a record of its files: on reuse a folder that
+        does not match it is built again, :func:`vdlib.run_state.verified_build_dir`)."""
         if Path(name).expanduser().is_dir():
             return str(Path(name).expanduser())
         if name not in MODELS:
             return name  # Hugging Face id
         target = self.run_dir / "base_models" / f"{role}-{name}"
-        if not (target / "config.json").exists():
+        if world_size() > 1 and not is_main_process() and (target / FOLDER_RECORD).is_file():
+            return str(target)  # the main process built and checked it (prepare_bases)
+
+        def build(tmp: Path) -> None:
             model, tok = load_model(name, dtype="float32", device="cpu",
                                     cache_dir=self.cfg.model.cache_dir)
-            self.save_pretrained(model, tok, target)
-        return str(target)
+            model.save_pretrained(tmp)
+            tok.save_pretrained(tmp)
+
+        return str(verified_build_dir(target, build, f"the {role}'s converted base {name}"))
 
     def prepare_bases(self) -> None:
         """Build both roles' iteration-0 checkpoints on the main process first (they are written
-        into the run or the cache), then resolve them on the other ranks."""
+        into the run or the cache, and checked against their records there), then resolve them
+        on the other ranks (which do not check them again)."""
         if world_size() == 1:
             return
         pairs = ((self.cfg.model.proposer, "proposer"), (self.cfg.solver_model, "solver"))

@@ -6,14 +6,26 @@ every finished stage (docs/reliability.md).
   cached, the grid a run belongs to, the GPUs and servers it uses, and the sections that the
   co-evolution loop never reads (evaluation, verification, transfer: they keep their own
   records). :func:`fingerprint_diff` lists the keys two configs differ in.
+- **Where the fingerprint lives.** ``manifest.json`` holds it with the fingerprinted config
+  (:func:`manifest_fingerprint`); ``config.yaml`` is its readable copy.
+  :func:`folder_config_differences` decides whether a folder fits a config, from the manifest
+  (or, for a folder made before, from ``config.yaml``); stage records whose config is unknown
+  are refused.
 - **Lock.** :class:`RunLock` holds an OS-level exclusive lock (``fcntl.flock``) on
   ``<run>/.lock`` for as long as the process lives; a second process is refused with the
   holder's pid (:class:`RunLockedError`). The kernel drops the lock when its holder dies, even
-  by SIGKILL.
+  by SIGKILL. The file is opened with ``O_NOFOLLOW`` and must be a regular file of this user
+  with one link holding a pid, else it is refused untouched (:class:`UnsafeLockError`).
+  (``vdlib status`` probes it without taking or writing it: :func:`vdlib.status.lock_holder`.)
 - **Stage records.** :func:`file_record` gives the size and SHA-256 of each file a stage wrote
   (a checkpoint folder: each file in it); :func:`check_record` compares a record with the disk
-  and names the first file that differs, is missing, or is not what its type requires (a JSONL
-  line that does not parse, a JSON file that does not parse, an empty ``.safetensors``).
+  and names the first file that differs, is missing, is a symbolic link, or is not what its
+  type requires (a JSONL line that does not parse, a JSON file that does not parse, an empty
+  ``.safetensors``).
+- **Built folders.** A folder built once and read back by later runs (a converted base in
+  ``<run>/base_models/``, the format warm-start in the cache) carries its own record
+  (:data:`FOLDER_RECORD`); :func:`verified_build_dir` checks it on reuse and builds the folder
+  again when it does not match.
 
 >>> a = {"seed": 1, "output_dir": "/a", "scoring": {"tau_min": 0.3}}
 >>> b = {"seed": 1, "output_dir": "/b", "scoring": {"tau_min": 0.2}}
@@ -28,7 +40,10 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import logging
 import os
+import re
+import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -36,9 +51,13 @@ from typing import Any
 __all__ = ["NOT_FINGERPRINTED", "fingerprinted", "config_fingerprint", "fingerprint_diff",
            "RunLock", "RunLockedError", "file_record", "check_record", "LOCK_FILE",
            "read_manifest", "update_manifest", "RunConfigMismatch", "set_aside", "claim_run",
-           "remove_outputs", "remove_temporary"]
+           "remove_outputs", "remove_temporary", "UnsafeLockError", "UnsafeRunFolderError",
+           "FOLDER_RECORD", "record_folder", "check_folder", "verified_build_dir",
+           "manifest_fingerprint", "folder_config_differences"]
 
 LOCK_FILE = ".lock"
+
+logger = logging.getLogger(__name__)
 
 # Dotted keys left out of the fingerprint: they cannot change what the loop writes.
 NOT_FINGERPRINTED: dict[str, str] = {
@@ -115,12 +134,75 @@ def fingerprint_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str
 
 
 class RunLockedError(RuntimeError):
-    """Another live process holds the run folder's lock."""
+    """The run folder's lock cannot be taken: another live process holds it, or (the subclass
+    :class:`UnsafeLockError`) the lock file is not a lock of ours."""
+
+
+class UnsafeRunFolderError(RunLockedError):
+    """The run folder holds a link where vdlib writes (a folder in shared scratch space may have
+    been prepared by someone else): nothing is followed or written."""
+
+
+class UnsafeLockError(UnsafeRunFolderError):
+    """``<run>/.lock`` is a symbolic link, not a regular file, another user's file, a file with
+    other hard links, or holds something other than a pid: it is neither followed nor
+    written."""
+
+
+_LOCK_CONTENT = re.compile(rb"^\d{0,20}\n?$")  # what a holder writes: its pid, or nothing yet
+
+
+def _lock_problem(fd: int, writing: bool = True) -> str | None:
+    """Why the open lock file ``fd`` is not a lock of ours, or None. Only reading it (a probe):
+    any regular file will do."""
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    if not writing:
+        return None
+    if st.st_uid != os.geteuid():
+        return f"belongs to another user (uid {st.st_uid})"
+    if st.st_nlink != 1:
+        return f"has {st.st_nlink} hard links (a lock has one)"
+    if not _LOCK_CONTENT.match(os.pread(fd, 64, 0)):
+        return "holds something other than a pid"
+    return None
+
+
+def _open_lock(path: Path, flags: int) -> int:
+    """Open the lock file without following a link (``O_NOFOLLOW``) and check that it is a lock
+    of ours (:func:`_lock_problem`; opened read-only: a regular file); anything else is an
+    :class:`UnsafeLockError`."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        if e.errno == errno.ELOOP or path.is_symlink():
+            try:
+                target = f" to {os.readlink(path)}"
+            except OSError:
+                target = ""
+            why = f"is a symbolic link{target}"
+        elif e.errno in (errno.EISDIR, errno.ENXIO, errno.ENODEV):
+            why = "is not a regular file"
+        else:
+            raise
+        fd = None
+    else:
+        why = _lock_problem(fd, writing=(flags & os.O_ACCMODE) != os.O_RDONLY)
+    if why is None:
+        return fd
+    if fd is not None:
+        os.close(fd)
+    raise UnsafeLockError(
+        f"{path} {why}; a run's lock is never followed or overwritten. If this folder is "
+        f"yours, remove it (rm {path}) and run again; otherwise choose another output_dir")
 
 
 class RunLock:
     """An exclusive OS-level lock on ``<run_dir>/.lock``; use as a context manager or call
-    :meth:`acquire` / :meth:`release`. The file holds the holder's pid (for the message)."""
+    :meth:`acquire` / :meth:`release`. The file holds the holder's pid (for the message). A
+    lock file that is a link, or not a plain file of this user holding a pid, is refused
+    (:class:`UnsafeLockError`) and left as it is: nothing is followed, truncated or written."""
 
     def __init__(self, run_dir: str | os.PathLike) -> None:
         self.path = Path(run_dir) / LOCK_FILE
@@ -130,20 +212,27 @@ class RunLock:
         import fcntl
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open_lock(self.path, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
-            holder = os.read(fd, 64).decode("ascii", "replace").strip() or "unknown"
+            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
             os.close(fd)
             if e.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
                 raise RunLockedError(
                     f"{self.path.parent} is in use by another process (pid {holder}); wait for "
                     "it to finish or stop it, then run again") from None
             raise
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode("ascii"))
-        os.fsync(fd)
+        try:
+            why = _lock_problem(fd)  # checked again now that it is ours
+            if why is not None:
+                raise UnsafeLockError(f"{self.path} {why}; a run's lock is never overwritten")
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            raise
         self._fd = fd
         return self
 
@@ -222,12 +311,25 @@ def _well_formed(path: Path) -> str | None:
     return None
 
 
+def _link_in(root: Path, rel: str) -> Path | None:
+    """The first part of ``root / rel`` below ``root`` that is a symbolic link, or None."""
+    path = root
+    for part in Path(rel).parts:
+        path = path / part
+        if path.is_symlink():
+            return path
+    return None
+
+
 def check_record(root: str | os.PathLike, record: Mapping[str, Mapping[str, Any]]) -> str | None:
     """None if every file of ``record`` is on disk with its size and hash; else a sentence
     naming the first file that is missing, changed, or malformed."""
     root = Path(root)
     for rel, want in record.items():
         path = root / rel
+        link = _link_in(root, rel)
+        if link is not None:  # a stage writes files; a link is never read in their place
+            return f"{link} is a symbolic link, not what its stage wrote"
         if not path.is_file():
             return f"{path} is missing"
         bad = _well_formed(path)
@@ -236,6 +338,90 @@ def check_record(root: str | os.PathLike, record: Mapping[str, Mapping[str, Any]
         if path.stat().st_size != want.get("size") or _sha256(path) != want.get("sha256"):
             return f"{path} changed since its stage finished (size or content hash differs)"
     return None
+
+
+# ----------------------------------------------------------------------------- built folders
+
+#: The record inside a folder built once and read back by later runs (a converted base in
+#: ``<run>/base_models/``, the format warm-start in the cache): every other file's size and hash.
+FOLDER_RECORD = "vdlib_record.json"
+
+
+def record_folder(folder: str | os.PathLike) -> Path:
+    """Write :data:`FOLDER_RECORD` into ``folder``: the :func:`file_record` of every other file
+    in it (call it before the folder is renamed into place)."""
+    from vdlib.artifacts import atomic_write_json
+
+    folder = Path(folder)
+    names = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*")
+                   if p.is_file() and p.name != FOLDER_RECORD)
+    return atomic_write_json(folder / FOLDER_RECORD, file_record(folder, names))
+
+
+def check_folder(folder: str | os.PathLike) -> str | None:
+    """None if ``folder`` holds exactly the files of its :data:`FOLDER_RECORD`, with their sizes
+    and hashes (:func:`check_record`); else a sentence naming what is wrong: no record (a
+    folder built before records existed, or by hand), an unreadable record, a file changed,
+    missing, malformed, or not in the record."""
+    folder = Path(folder)
+    if folder.is_symlink() or not folder.is_dir():
+        return f"{folder} is not a folder" + (" (a symbolic link)" if folder.is_symlink() else "")
+    path = folder / FOLDER_RECORD
+    if path.is_symlink() or not path.is_file():
+        return f"{folder} has no record of its files ({FOLDER_RECORD})"
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        record = None
+    if not isinstance(record, dict) or not all(isinstance(v, dict) for v in record.values()):
+        return f"{path} is not a valid record"
+    why = check_record(folder, record)
+    if why is not None:
+        return why
+    extra = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*")
+                   if (p.is_file() or p.is_symlink()) and p.name != FOLDER_RECORD
+                   and p.relative_to(folder).as_posix() not in record)
+    return f"{folder / extra[0]} is not in the folder's record" if extra else None
+
+
+def verified_build_dir(target: str | os.PathLike, build: Any, what: str) -> Path:
+    """``target``, a folder built once by ``build(tmp_dir)`` and read back later (a converted
+    base, a warm-start): built with its :data:`FOLDER_RECORD` and renamed into place
+    (:func:`vdlib.models.atomic_build_dir`); on reuse checked against that record
+    (:func:`check_folder`), and built again when it does not match (the log names the file
+    and ``what``). A folder that still does not match after its rebuild is a
+    :class:`vdlib.models.ModelUnavailableError` naming the file (one line from the CLI)."""
+    import shutil
+
+    from vdlib.models import ModelUnavailableError, atomic_build_dir
+
+    target = Path(target)
+    if target.exists() or target.is_symlink():
+        why = check_folder(target)
+        if why is None:
+            return target
+        logger.warning("%s: %s; building it again", what, why)
+        stale = target.with_name(f".{target.name}.damaged-{os.getpid()}")
+        shutil.rmtree(stale, ignore_errors=True)  # left by an earlier crash
+        try:  # moved away first: a process reading it meanwhile never sees it half-removed
+            os.rename(target, stale)
+        except FileNotFoundError:  # another process moved it first
+            pass
+        if stale.is_symlink() or stale.is_file():
+            stale.unlink()
+        else:
+            shutil.rmtree(stale, ignore_errors=True)
+
+    def build_recorded(tmp: Path) -> None:
+        build(tmp)
+        record_folder(tmp)
+
+    atomic_build_dir(target, build_recorded)
+    why = check_folder(target)
+    if why is not None:  # another process built it at the same time, and differently
+        raise ModelUnavailableError(f"{what}: {why} right after it was built; remove "
+                                    f"{target} and run again")
+    return target
 
 
 # ----------------------------------------------------------------------------- the manifest
@@ -270,25 +456,86 @@ def update_manifest(path: str | os.PathLike, **fields: Any) -> dict[str, Any]:
 
 
 class RunConfigMismatch(ValueError):
-    """The run folder holds a run of another config (the message lists the differing keys)."""
+    """The run folder holds a run of another config (the message lists the differing keys), or
+    records whose config is unknown."""
+
+
+_WAYS_OUT = ("give this config another run_id or experiment, or pass --force to move the old "
+             "run aside and start afresh")
 
 
 def _previous_config(run_dir: Path) -> dict[str, Any] | None:
-    import yaml
-
+    from vdlib.config import ConfigError, read_yaml_file
     from vdlib.layout import config_path
 
     path = config_path(run_dir)
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return None
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        raise ValueError(f"{path} cannot be read ({str(e).splitlines()[0]}); the run's config "
-                         "is lost: move the run folder away (--force does) and run again") from None
+        data = read_yaml_file(path, "run config")
+    except ConfigError as e:
+        raise ValueError(f"{e}; the run's config is lost: move the run folder away (--force "
+                         "does) and run again") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path} is not a mapping; move the run folder away (--force does)")
     return data
+
+
+def manifest_fingerprint(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The manifest's entries that say which config made the folder: ``fingerprint``
+    (:func:`config_fingerprint`) and ``fingerprinted_config`` (:func:`fingerprinted`, so that a
+    refusal can name the keys that differ even when ``config.yaml`` is gone)."""
+    return {"fingerprint": config_fingerprint(config),
+            "fingerprinted_config": fingerprinted(config)}
+
+
+def _differences(recorded: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """The keys a folder's recorded config and ``new`` differ in ([] when they agree)."""
+    if config_fingerprint(recorded) == config_fingerprint(new):
+        return []
+    return fingerprint_diff(fingerprinted(recorded), fingerprinted(new)) or [
+        "(the fingerprints differ)"]
+
+
+def folder_config_differences(run_dir: str | os.PathLike, new: Mapping[str, Any]) -> list[str]:
+    """Why the run folder ``run_dir`` does not fit the resolved config ``new``: the keys that
+    differ (folder -> now); [] when it fits or holds no run yet. When it fits but its
+    ``config.yaml`` is missing or disagrees with the manifest, the log says so (``start_run``
+    writes it again from ``new``, which the manifest's fingerprint matches).
+
+    The manifest's fingerprint is the folder's record; ``config.yaml`` is its readable copy.
+    A folder made before the manifest held a fingerprint is compared with its ``config.yaml``;
+    one with stage records but neither is refused (the config that made them is unknown). A
+    ``manifest.json`` or ``config.yaml`` that does not parse is a ValueError naming it; a
+    manifest whose fingerprint does not match its own config, or stage records of an unknown
+    config, a :class:`RunConfigMismatch`."""
+    from vdlib.layout import config_path, manifest_path
+
+    run_dir = Path(run_dir)
+    manifest = read_manifest(manifest_path(run_dir))
+    old = _previous_config(run_dir)
+    path = manifest_path(run_dir)
+    if "fingerprint" in manifest or "fingerprinted_config" in manifest:
+        fingerprint, recorded = manifest.get("fingerprint"), manifest.get("fingerprinted_config")
+        if not isinstance(recorded, dict) or config_fingerprint(recorded) != fingerprint:
+            raise RunConfigMismatch(f"{path}: its fingerprint does not match its "
+                                    f"fingerprinted_config (edited or damaged); {_WAYS_OUT}")
+        differ = _differences(recorded, new)
+        if differ:
+            return differ
+        if old is None or config_fingerprint(old) != fingerprint:
+            logger.warning("%s %s; written again from this config, which the manifest's "
+                           "fingerprint matches", config_path(run_dir),
+                           "is missing" if old is None else "differs from the manifest's "
+                           "fingerprint")
+        return []
+    if old is not None:
+        return _differences(old, new)
+    if manifest.get("stages"):
+        raise RunConfigMismatch(
+            f"{run_dir} holds stage records but neither {config_path(run_dir).name} nor a "
+            f"fingerprint in {path.name}: the config that made them is unknown; {_WAYS_OUT}")
+    return []
 
 
 def set_aside(run_dir: str | os.PathLike) -> Path:
@@ -302,42 +549,54 @@ def set_aside(run_dir: str | os.PathLike) -> Path:
     return target
 
 
+def _linked_folders(run_dir: Path) -> list[Path]:
+    """The entries of ``run_dir`` that the loop writes into (``iter_<t>``, ``base_models``)
+    and that are symbolic links."""
+    from vdlib.layout import iteration_of
+
+    return sorted(p for p in run_dir.iterdir() if p.is_symlink()
+                  and (iteration_of(p) is not None or p.name == "base_models"))
+
+
 def claim_run(cfg: Any, *, force: bool = False) -> tuple[RunLock, Path]:
     """Lock the run folder of ``cfg`` (created if missing) and check that it holds a run of the
-    same config fingerprint (or none yet). Another config is refused with the differing keys
+    same config fingerprint (or none yet: :func:`folder_config_differences`). A lock that is not
+    ours (:class:`UnsafeLockError`) or an ``iter_<t>`` or ``base_models`` entry that is a
+    symbolic link (:class:`UnsafeRunFolderError`) is refused first, ``force`` or not. Another
+    config,
+    or stage records whose config is unknown, is refused with the differing keys
     (:class:`RunConfigMismatch`); with ``force`` the old folder is moved aside
     (:func:`set_aside`) and a fresh one is started, so old and new results never mix. A
     corrupt ``config.yaml`` or ``manifest.json`` is an error naming the file (moved aside
     under ``force``). Nothing in the folder is written here. Returns (held lock, folder)."""
-    import logging
-
     from vdlib.config import to_dict
-    from vdlib.layout import manifest_path, run_path
+    from vdlib.layout import run_path
 
     run_dir = run_path(cfg)
     lock = RunLock(run_dir).acquire()
     try:
+        linked = _linked_folders(run_dir)
+        if linked:
+            raise UnsafeRunFolderError(
+                f"{linked[0]} is a symbolic link to {os.readlink(linked[0])}; a run writes and "
+                "removes files in its own folders and never follows a link there. If the folder "
+                f"is yours, remove the link (rm {linked[0]}) and run again; otherwise choose "
+                "another output_dir")
         try:
-            old = _previous_config(run_dir)
-            read_manifest(manifest_path(run_dir))
-            differs = old is not None and config_fingerprint(old) != config_fingerprint(
-                to_dict(cfg))
-            why = "\n  ".join(fingerprint_diff(fingerprinted(old), fingerprinted(to_dict(cfg)))
-                              ) if differs and old is not None else None
+            differ = folder_config_differences(run_dir, to_dict(cfg))
+            why = "\n  ".join(differ)
         except ValueError as e:
             if not force:
                 raise
-            differs, why = True, str(e)
-        if differs and not force:
+            differ, why = [str(e)], str(e)
+        if differ and not force:
             raise RunConfigMismatch(
                 f"{run_dir} holds a run of another config; the keys that differ (folder -> "
-                f"now):\n  {why}\nResume it with its own config, give this one another "
-                "run_id or experiment, or pass --force to move the old run aside and start "
-                "afresh")
-        if differs:
+                f"now):\n  {why}\nResume it with its own config, or {_WAYS_OUT}")
+        if differ:
             aside = set_aside(run_dir)
-            logging.getLogger(__name__).warning("%s held another config (%s); moved to %s",
-                                                run_dir, why.replace("\n  ", "; "), aside)
+            logger.warning("%s held another config (%s); moved to %s", run_dir,
+                           why.replace("\n  ", "; "), aside)
             fresh = RunLock(run_dir).acquire()
             lock.release()
             lock = fresh
@@ -357,7 +616,9 @@ def remove_outputs(root: str | os.PathLike, names: Iterable[str]) -> list[str]:
     gone = []
     for name in names:
         path = root / name
-        if path.is_dir():
+        if path.is_symlink():  # the link goes, never what it points to
+            path.unlink()
+        elif path.is_dir():
             shutil.rmtree(path)
         elif path.exists():
             path.unlink()

@@ -25,7 +25,7 @@ import torch
 from tqdm.auto import tqdm
 
 from vdlib.config import WarmStartConfig
-from vdlib.models import atomic_build_dir, default_cache_dir, load_model
+from vdlib.models import default_cache_dir, load_model
 from vdlib.prompts import proposer_prompt, solver_prompt
 
 __all__ = ["format_examples", "warm_start_dir", "sft", "target_loss"]
@@ -156,14 +156,20 @@ def sft(model: Any, tokenizer: Any, cfg: WarmStartConfig, seed: int = 0) -> list
 
 def warm_start_dir(base_model: str, cfg: WarmStartConfig, *, seed: int = 0,
                    cache_dir: str | Path | None = None, dtype: str = "float32",
-                   device: str = "cpu") -> Path:
-    """Path of the warm-started proposer checkpoint for ``base_model``, built once and cached."""
+                   device: str = "cpu", check: bool = True) -> Path:
+    """Path of the warm-started proposer checkpoint for ``base_model``, built once and cached
+    with a record of its files (:data:`vdlib.run_state.FOLDER_RECORD`). With ``check`` (the
+    default) a cached folder is checked against its record first and built again if it does
+    not match (:func:`vdlib.run_state.verified_build_dir`); without it (the other ranks of a
+    multi-process run, after the main one checked it) it is used as it is."""
+    from vdlib.run_state import FOLDER_RECORD, verified_build_dir
+
     settings = {"base": base_model, "examples": cfg.examples, "steps": cfg.steps,
                 "batch_size": cfg.batch_size, "lr": cfg.learning_rate, "seed": seed, "v": 3}
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
     root = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
     target = root / "warm_start" / f"{Path(base_model).name}-{key}"
-    if (target / "config.json").exists():
+    if not check and (target / FOLDER_RECORD).is_file():
         return target
 
     def build(tmp: Path) -> None:
@@ -177,4 +183,4 @@ def warm_start_dir(base_model: str, cfg: WarmStartConfig, *, seed: int = 0,
                                                         indent=2))
         logger.info("format warm-start: loss %.3f -> %.3f", losses[0], losses[-1])
 
-    return atomic_build_dir(target, build)
+    return verified_build_dir(target, build, f"the format warm-start of {base_model}")
