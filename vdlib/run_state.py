@@ -504,23 +504,28 @@ def folder_config_differences(run_dir: str | os.PathLike, new: Mapping[str, Any]
     writes it again from ``new``, which the manifest's fingerprint matches).
 
     The manifest's fingerprint is the folder's record; ``config.yaml`` is its readable copy.
-    A folder made before the manifest held a fingerprint is compared with its ``config.yaml``;
+    A config that differs in ``iterations`` only fits where the iterations the folder holds
+    records for do not depend on it (:func:`vdlib.run_extension.allow_iterations_change`: the
+    run is extended). A folder made before the manifest held a fingerprint is compared with
+    its ``config.yaml``;
     one with stage records but neither is refused (the config that made them is unknown). A
     ``manifest.json`` or ``config.yaml`` that does not parse is a ValueError naming it; a
     manifest whose fingerprint does not match its own config, or stage records of an unknown
     config, a :class:`RunConfigMismatch`."""
     from vdlib.layout import config_path, manifest_path
+    from vdlib.run_extension import allow_iterations_change  # a changed T that is safe
 
     run_dir = Path(run_dir)
     manifest = read_manifest(manifest_path(run_dir))
     old = _previous_config(run_dir)
     path = manifest_path(run_dir)
+    stages = manifest.get("stages") or {}
     if "fingerprint" in manifest or "fingerprinted_config" in manifest:
         fingerprint, recorded = manifest.get("fingerprint"), manifest.get("fingerprinted_config")
         if not isinstance(recorded, dict) or config_fingerprint(recorded) != fingerprint:
             raise RunConfigMismatch(f"{path}: its fingerprint does not match its "
                                     f"fingerprinted_config (edited or damaged); {_WAYS_OUT}")
-        differ = _differences(recorded, new)
+        differ = allow_iterations_change(_differences(recorded, new), recorded, new, stages)
         if differ:
             return differ
         if old is None or config_fingerprint(old) != fingerprint:
@@ -530,7 +535,7 @@ def folder_config_differences(run_dir: str | os.PathLike, new: Mapping[str, Any]
                            "fingerprint")
         return []
     if old is not None:
-        return _differences(old, new)
+        return allow_iterations_change(_differences(old, new), old, new, stages)
     if manifest.get("stages"):
         raise RunConfigMismatch(
             f"{run_dir} holds stage records but neither {config_path(run_dir).name} nor a "
