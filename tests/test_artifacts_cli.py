@@ -8,11 +8,12 @@ import os
 import pytest
 import yaml
 
-from vdlib import artifacts, layout
+from vdlib import artifacts
 from vdlib.cli import main, notebook_params_file
 from vdlib.config import load_params
 from vdlib.generation import Sample
 from vdlib.proposals import proposal_records, valid_fraction
+from vdlib.run_start import start_run
 
 
 def test_atomic_write_failure_keeps_old_file(tmp_path, monkeypatch):
@@ -36,12 +37,12 @@ def test_jsonl_round_trip_unicode(tmp_path):
 
 def test_start_run_writes_config_and_manifest(tmp_path):
     cfg = load_params({"profile": "tiny", "output_dir": str(tmp_path), "seed": 5})
-    path = layout.start_run(cfg)
+    path = start_run(cfg)
     assert path == tmp_path / "quickstart" / "seed5"
     assert load_params(path / "config.yaml") == cfg
     first = json.loads((path / "manifest.json").read_text())
     assert first["seed"] == 5 and first["versions"]["torch"]
-    again = json.loads((layout.start_run(cfg) / "manifest.json").read_text())
+    again = json.loads((start_run(cfg) / "manifest.json").read_text())
     assert again["started"] == first["started"]  # a resumed run keeps its start time
 
 

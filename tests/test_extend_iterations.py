@@ -12,6 +12,7 @@ from test_coevolution import tiny_params
 from vdlib import layout
 from vdlib.coevolution import run, stage_key
 from vdlib.config import load_params
+from vdlib.run_start import start_run
 from vdlib.run_state import RunConfigMismatch, claim_run, update_manifest
 from vdlib.stages import STAGES
 
@@ -22,7 +23,7 @@ def _folder(tmp_path, iterations: int, recorded: int, **over):
     """A run folder of ``iterations`` whose manifest records every stage of iterations
     1..``recorded`` (no files: claim_run reads only the records)."""
     cfg = load_params(tiny_params(tmp_path, iterations=iterations, **over))
-    run_dir = layout.start_run(cfg)
+    run_dir = start_run(cfg)
     update_manifest(layout.manifest_path(run_dir), stages={
         stage_key(t, s): {} for t in range(1, recorded + 1) for s in STAGES})
     return cfg

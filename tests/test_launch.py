@@ -169,13 +169,13 @@ while not Path(params + ".release").exists():
 sys.exit(0)
 """
 
-# `vdlib grid` with that stand-in as each run's command (cli._exit_on_sigterm as in vdlib).
+# `vdlib grid` with that stand-in as each run's command (cli.exit_on_sigterm as in vdlib).
 _GRID = """
 import logging, sys
-from vdlib.cli import _exit_on_sigterm
+from vdlib.cli import exit_on_sigterm
 from vdlib.config import load_params
 from vdlib.launch import LocalLauncher, format_results, plan_grid
-_exit_on_sigterm()
+exit_on_sigterm()
 logging.basicConfig(level=logging.INFO)
 cfg = load_params(sys.argv[1])
 runs = plan_grid(cfg)
@@ -391,7 +391,7 @@ def test_job_error_takes_the_runs_line_from_submitits_trace():
     trace = ("Job (task=0) failed during processing with trace:\n----------------------\n"
              "Traceback (most recent call last):\n  File \"x.py\", line 1, in f\n"
              "    raise RunFailed(message) from e\n"
-             "vdlib.launch.RunFailed: the run's own error\n----------------------\n"
+             "vdlib.launch_slurm.RunFailed: the run's own error\n----------------------\n"
              "You can check full logs with 'job.stderr(0)' and 'job.stdout(0)'or at paths:\n"
              "  - /x/1_0_log.err\n  - /x/1_0_log.out\n")
     assert job_error(RuntimeError(trace), Path("/x/1_0_log.err")) == \

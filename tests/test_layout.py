@@ -11,6 +11,7 @@ import pytest
 from vdlib import layout
 from vdlib.arms import arm_params
 from vdlib.config import load_params, save_params, to_dict
+from vdlib.run_start import start_run
 from vdlib.run_state import config_fingerprint
 
 
@@ -89,21 +90,21 @@ def test_config_text_is_what_save_params_writes(tmp_path):
                        "arms": ["baseline"]})
     saved = save_params(cfg, tmp_path / "saved.yaml").read_text(encoding="utf-8")
     assert layout.config_text(cfg) == saved
-    run = layout.start_run(cfg)
+    run = start_run(cfg)
     assert layout.config_path(run).read_text(encoding="utf-8") == saved
     assert load_params(str(layout.config_path(run))) == cfg
 
 
 def test_start_run_keeps_the_start_time_and_other_manifest_entries(tmp_path):
     cfg = load_params({"output_dir": str(tmp_path), "seed": 1})
-    run = layout.start_run(cfg)
+    run = start_run(cfg)
     first = json.loads(layout.manifest_path(run).read_text())
     assert list(first) == ["fingerprint", "fingerprinted_config", "experiment", "seed",
                            "started", "updated", "git_commit", "python", "platform", "versions"]
     assert first["fingerprint"] == config_fingerprint(to_dict(cfg))
     layout.manifest_path(run).write_text(json.dumps({**first, "started": "then",
                                                      "stages": {"1/propose": {}}}))
-    again = json.loads(layout.manifest_path(layout.start_run(cfg)).read_text())
+    again = json.loads(layout.manifest_path(start_run(cfg)).read_text())
     assert again["started"] == "then" and again["stages"] == {"1/propose": {}}
     assert list(again)[:len(first)] == list(first)
 

@@ -11,6 +11,7 @@ import pytest
 from vdlib import layout
 from vdlib.coevolution import stage_key
 from vdlib.config import load_params
+from vdlib.run_start import start_run
 from vdlib.run_state import LOCK_FILE, RunLock, file_record, set_aside, update_manifest
 from vdlib.stages import STAGE_TABLE, STAGES
 from vdlib.status import collect_status, format_number, format_status, main
@@ -25,7 +26,7 @@ def _start(out, experiment, name, iterations=2, seed=0):
     """A run folder as ``vdlib run`` starts it: config.yaml and manifest.json, no stage."""
     cfg = load_params({"profile": "tiny", "experiment": experiment, "output_dir": str(out),
                        "run_id": name, "seed": seed, "iterations": iterations})
-    return layout.start_run(cfg)
+    return start_run(cfg)
 
 
 def _write_outputs(run, t, stage, metrics=None):

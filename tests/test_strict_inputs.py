@@ -16,6 +16,7 @@ from test_coevolution import tiny_params
 
 from vdlib.cli import main
 from vdlib.config import ConfigError, load_params
+from vdlib.run_start import start_run
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -253,7 +254,7 @@ def test_a_corrupt_manifest_is_one_line_from_the_cli(tmp_path, capsys):
 
     params = tiny_params(tmp_path)
     path = _file(tmp_path, yaml.safe_dump(params))
-    run = layout.start_run(load_params(path))
+    run = start_run(load_params(path))
     layout.manifest_path(run).write_text('{"stages": {"1/pro')
     line = _one_line_failure(capsys, ["run", str(path)])
     assert "manifest.json" in line

@@ -65,9 +65,10 @@ from vdlib.distributed import (
     is_main_process,
     world_size,
 )
-from vdlib.layout import iteration_dir, manifest_path, run_id, run_path, start_run
+from vdlib.layout import iteration_dir, manifest_path, run_id, run_path
 from vdlib.model_store import ModelStore
 from vdlib.progress import RunPaused, check_deadline, heartbeat
+from vdlib.run_start import start_run
 from vdlib.run_state import (
     RunLock,
     check_record,

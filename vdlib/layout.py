@@ -5,7 +5,7 @@ Every run path is formatted (and parsed back) here and nowhere else::
 
     <output_dir>/<experiment>/                      experiment_dir
         <run_id>/                                   run_path: run_id, or arm_run_id
-            config.yaml, manifest.json              config_path, manifest_path; start_run
+            config.yaml, manifest.json              config_path, manifest_path; run_start.start_run
             iter_<t>/                               iteration_dir / iteration_of / iteration_dirs
                 questions.jsonl, curriculum.jsonl, metrics.json, <role>_model/, ...
             eval/<role>_iter<t>/                    evaluation_dir
@@ -18,7 +18,7 @@ Every run path is formatted (and parsed back) here and nowhere else::
         reports/<notebook>/                         report_dir
 
 ``run_id`` is the config's, or ``seed<seed>``; a notebook's arms use ``<arm>-seed<seed>``.
-Nothing here creates a folder except :func:`make_run_dir` and :func:`start_run`.
+Nothing here creates a folder except :func:`make_run_dir` (and :func:`vdlib.run_start.start_run`).
 
 >>> from vdlib.config import load_params
 >>> cfg = load_params({"experiment": "x", "output_dir": "/o", "seed": 2})
@@ -38,7 +38,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from vdlib.artifacts import atomic_write_json, atomic_write_text
+from vdlib.config_yaml import config_text
 
 __all__ = [
     # names and folders
@@ -53,7 +53,7 @@ __all__ = [
     "CONFIG_FILE", "MANIFEST_FILE", "QUESTIONS_FILE", "CURRICULUM_FILE", "METRICS_FILE",
     "PROPOSER_TRAIN_FILE", "POLICY_TRAIN_FILE",
     # starting a run
-    "make_run_dir", "start_run", "config_text", "package_versions",
+    "make_run_dir", "config_text", "package_versions",
 ]
 
 CONFIG_FILE = "config.yaml"  # a run's resolved config (marks a folder as a run folder)
@@ -274,17 +274,6 @@ def make_run_dir(output_dir: str | os.PathLike, experiment: str, name: str) -> P
     return path
 
 
-def _git_commit() -> str | None:
-    import subprocess
-
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=5, cwd=Path(__file__).resolve().parent)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
-
 def package_versions(names: Iterable[str] = ("vdlib", "torch", "transformers", "trl", "peft",
                                              "accelerate", "math-verify", "vllm")) -> dict:
     """Installed versions of the packages that decide a run's numbers (None if absent)."""
@@ -297,57 +286,3 @@ def package_versions(names: Iterable[str] = ("vdlib", "torch", "transformers", "
         except metadata.PackageNotFoundError:
             out[name] = None
     return out
-
-
-def config_text(cfg: Any) -> str:
-    """The YAML text of a run's ``config.yaml``: the resolved config (a dataclass) as plain data,
-    keys in field order; ``vdlib.config.load_params`` reads it back.
-
-    :func:`vdlib.config.save_params` writes this text; it is built here because this module
-    sits below :mod:`vdlib.config` in the import graph (``config`` -> ``arms`` -> ``layout``).
-    """
-    import dataclasses
-
-    import yaml
-
-    return yaml.safe_dump(dataclasses.asdict(cfg), sort_keys=False, allow_unicode=True)
-
-
-def start_run(cfg: Any) -> Path:
-    """Create the run folder of ``cfg`` and write ``config.yaml`` (:func:`config_text`) and
-    ``manifest.json``.
-
-    The folder is ``<output_dir>/<experiment>/<run_id>`` with ``run_id`` defaulting to
-    ``seed<seed>``. The manifest records the config's fingerprint
-    (:func:`vdlib.run_state.manifest_fingerprint`: the folder's record of which config made
-    it, checked by :func:`vdlib.run_state.claim_run` before this is called), seeds, package
-    versions, the git commit and the start time; an existing manifest keeps its original start
-    time (resume) and any other entry it holds (e.g. the stage records of
-    :mod:`vdlib.run_state`), the fields above refreshed. The manifest is written first, so a
-    folder never holds a ``config.yaml`` newer than its manifest's fingerprint.
-    """
-    import dataclasses
-    import datetime
-    import platform
-    import sys
-
-    from vdlib.run_state import manifest_fingerprint, read_manifest
-
-    path = make_run_dir(cfg.output_dir, cfg.experiment, run_id(cfg))
-    manifest = manifest_path(path)
-    old = read_manifest(manifest)
-    now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    atomic_write_json(manifest, {
-        **old,
-        **manifest_fingerprint(dataclasses.asdict(cfg)),
-        "experiment": cfg.experiment,
-        "seed": cfg.seed,
-        "started": old.get("started", now),
-        "updated": now,
-        "git_commit": _git_commit(),
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "versions": package_versions(),
-    })
-    atomic_write_text(config_path(path), config_text(cfg))
-    return path

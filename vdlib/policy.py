@@ -31,6 +31,7 @@ from vdlib import layout
 from vdlib.artifacts import atomic_write_json, read_jsonl
 from vdlib.config import ExperimentConfig, GRPOConfig, load_params
 from vdlib.prompts import solver_prompt
+from vdlib.run_start import start_run
 from vdlib.seeding import derive_seed
 
 __all__ = ["grpo_on_problems", "train_log", "training_problems", "train_transfer",
@@ -191,7 +192,7 @@ def run_single_policy(config: ExperimentConfig | dict | str) -> Path:
     from vdlib.vocab_dropout import mask_seed, phase_mask
 
     cfg = config if isinstance(config, ExperimentConfig) else load_params(config)
-    run_dir = layout.start_run(cfg)
+    run_dir = start_run(cfg)
     store = ModelStore(cfg, run_dir)
     target = layout.policy_model_dir(run_dir)
     if (target / "config.json").exists():

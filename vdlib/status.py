@@ -281,7 +281,7 @@ def _run_status(experiment: str, run: Path, stage_table: Sequence[Any], replaced
     done = recorded_stages(records, T, names)
     status.stages_total = T * len(names)
     status.stages_done = len(done)
-    status.iteration, index = _first_missing(done, T, len(names))
+    status.iteration, index = first_missing(done, T, len(names))
     status.next_stage = names[index] if index is not None else None
     holder = None if replaced else lock_holder(run)
     damage = None
@@ -328,7 +328,7 @@ def recorded_stages(records: Any, iterations: int, names: Sequence[str]
     return out
 
 
-def _first_missing(done: set[tuple[int, int]], iterations: int, n_stages: int
+def first_missing(done: set[tuple[int, int]], iterations: int, n_stages: int
                    ) -> tuple[int, int | None]:
     """(t, stage index) of the first stage not in ``done``; (T, None) when all are. Walks at
     most ``len(done) + 1`` stages."""
