@@ -44,9 +44,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import errno
-import hashlib
 import logging
-import math
 import os
 import re
 import sys
@@ -58,6 +56,13 @@ from typing import Any
 
 from vdlib import layout
 from vdlib.run_state import LOCK_FILE, read_manifest
+from vdlib.status_format import format_number  # noqa: F401 - re-exported
+from vdlib.status_records import (  # noqa: F401 - re-exported
+    HASH_ALWAYS_BYTES,
+    check_records,
+    first_missing,
+    recorded_stages,
+)
 
 __all__ = ["RunStatus", "STATES", "METRIC_KEYS", "collect_status", "format_status",
            "state_label", "format_number", "main", "lock_holder", "check_records",
@@ -69,9 +74,6 @@ logger = logging.getLogger(__name__)
 STATES = ("done", "running", "stopped mid-stage", "stopped", "new", "damaged", "unreadable",
           "replaced")
 
-#: recorded files up to this size are hashed by every status check (``metrics.json`` and other
-#: small records); larger ones (checkpoints, big JSONL files) only with ``verify``
-HASH_ALWAYS_BYTES = 1 << 20
 #: a ``config.yaml`` larger than this is not read (a run's resolved config is a few KB)
 CONFIG_MAX_BYTES = 1 << 20
 
@@ -312,81 +314,6 @@ def _run_status(experiment: str, run: Path, stage_table: Sequence[Any], replaced
     return status
 
 
-def recorded_stages(records: Any, iterations: int, names: Sequence[str]
-                    ) -> set[tuple[int, int]]:
-    """``{(t, stage index)}`` of the stage records (manifest keys ``"<t>/<stage>"``) that belong
-    to a run of ``iterations`` iterations with the stages ``names``; other keys are ignored.
-    O(records), whatever ``iterations`` is."""
-    out = set()
-    if not isinstance(records, dict):
-        return out
-    index = {name: i for i, name in enumerate(names)}
-    for key in records:
-        t, _, name = str(key).partition("/")
-        if t.isdigit() and len(t) < 12 and 1 <= int(t) <= iterations and name in index:
-            out.add((int(t), index[name]))
-    return out
-
-
-def first_missing(done: set[tuple[int, int]], iterations: int, n_stages: int
-                   ) -> tuple[int, int | None]:
-    """(t, stage index) of the first stage not in ``done``; (T, None) when all are. Walks at
-    most ``len(done) + 1`` stages."""
-    for position in range(len(done) + 1):
-        t, i = divmod(position, n_stages)
-        if t + 1 > iterations:
-            break
-        if (t + 1, i) not in done:
-            return t + 1, i
-    return iterations, None
-
-
-def check_records(run: str | os.PathLike, records: Any, names: Sequence[str], iterations: int,
-                  *, verify: bool = False) -> tuple[tuple[int, int], str] | None:
-    """((t, stage index), why) of the first recorded stage, in run order, whose files are not
-    what its record in ``manifest.json`` says; None if every record holds.
-
-    Always: each recorded file exists, is a regular file (not a link) and has its recorded size,
-    and files up to :data:`HASH_ALWAYS_BYTES` have their recorded SHA-256. ``verify``: every
-    file's SHA-256 and form (:func:`vdlib.run_state.check_record`, what a resume checks)."""
-    from vdlib.run_state import check_record
-
-    run = Path(run)
-    for t, i in sorted(recorded_stages(records, iterations, names)):
-        record = records[f"{t}/{names[i]}"]
-        folder = layout.iteration_dir(run, t)
-        if not isinstance(record, dict) or not all(isinstance(v, dict) for v in record.values()):
-            return (t, i), f"{layout.manifest_path(run)}: the record of {t}/{names[i]} is malformed"
-        why = _cheap_check(folder, record)
-        if why is None and verify:
-            why = check_record(folder, record)
-        if why is not None:
-            return (t, i), why
-    return None
-
-
-def _cheap_check(folder: Path, record: dict[str, dict[str, Any]]) -> str | None:
-    for rel, want in record.items():
-        path = folder / rel
-        try:
-            if path.is_symlink() or not path.is_file():
-                return f"{path} is {'a link' if path.is_symlink() else 'missing'}"
-            size = path.stat().st_size
-        except OSError as e:
-            return f"{path} cannot be read ({e.strerror or e})"
-        if size != want.get("size"):
-            return f"{path} changed since its stage finished (size {size}, recorded " \
-                   f"{want.get('size')})"
-        if size <= HASH_ALWAYS_BYTES:
-            try:
-                digest = hashlib.sha256(path.read_bytes()).hexdigest()
-            except OSError as e:
-                return f"{path} cannot be read ({e.strerror or e})"
-            if digest != want.get("sha256"):
-                return f"{path} changed since its stage finished (content hash differs)"
-    return None
-
-
 def _damaged_file(run: Path, why: str) -> str:
     """The damaged file of a :func:`check_records` sentence, relative to the run folder."""
     head = why.split(" ", 1)[0].rstrip(":")
@@ -498,25 +425,6 @@ def _latest(*times: datetime.datetime | None) -> datetime.datetime | None:
 
 
 # ----------------------------------------------------------------------------- the table
-
-
-def format_number(value: Any) -> str:
-    """A metric cell: ``-`` for None, an integer as it is, a float to 3 significant digits
-    (without an exponent from 1000 up).
-
-    >>> [format_number(v) for v in (None, 120, 0.123456, 12.345, 4567.8, float("nan"))]
-    ['-', '120', '0.123', '12.3', '4570', 'nan']
-    """
-    if value is None:
-        return "-"
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return str(value)
-    if isinstance(value, int):
-        return str(value)
-    if not math.isfinite(value):
-        return str(value)
-    rounded = float(f"{value:.3g}")
-    return f"{rounded:.0f}" if abs(rounded) >= 1000 else f"{value:.3g}"
 
 
 def _row(s: RunStatus) -> list[str]:
