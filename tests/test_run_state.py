@@ -245,6 +245,17 @@ def test_a_built_folder_is_recorded_checked_and_rebuilt_when_damaged(tmp_path, c
     assert not [p for p in target.parent.iterdir() if p.name.startswith(".")]  # no leftovers
 
 
+def test_a_killed_build_leaves_nothing_behind_in_a_folder_the_run_holds(tmp_path):
+    target = tmp_path / "base_models" / "solver-x"
+    left = tmp_path / "base_models" / ".solver-x.tmp-abc123"  # a build killed by SIGKILL
+    (left / "sub").mkdir(parents=True)
+    (left / "sub" / "model.safetensors").write_bytes(b"half")
+    verified_build_dir(target, _build([]), "the base")  # a shared cache: another build's, kept
+    assert left.is_dir()
+    verified_build_dir(target, _build([]), "the base", exclusive=True)
+    assert not left.exists() and check_folder(target) is None
+
+
 def test_a_built_folder_that_is_a_link_is_replaced_and_its_target_kept(tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -261,7 +272,7 @@ def test_a_built_folder_that_is_a_link_is_replaced_and_its_target_kept(tmp_path)
 
 
 def _folder(tmp_path, **over):
-    from vdlib.layout import start_run
+    from vdlib.run_start import start_run
 
     cfg = load_params({"profile": "tiny", "output_dir": str(tmp_path), "experiment": "x",
                        **over})

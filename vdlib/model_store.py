@@ -100,7 +100,8 @@ class ModelStore:
             model.save_pretrained(tmp)
             tok.save_pretrained(tmp)
 
-        return str(verified_build_dir(target, build, f"the {role}'s converted base {name}"))
+        return str(verified_build_dir(target, build, f"the {role}'s converted base {name}",
+                                      exclusive=is_main_process()))  # the run's lock holder
 
     def prepare_bases(self) -> None:
         """Build both roles' iteration-0 checkpoints on the main process first (they are written

@@ -167,12 +167,12 @@ FOLDER_RECORD = "vdlib_record.json"
 def record_folder(folder: str | os.PathLike) -> Path:
     """Write :data:`FOLDER_RECORD` into ``folder``: the :func:`file_record` of every other file
     in it (call it before the folder is renamed into place)."""
-    from vdlib.artifacts import atomic_write_json
-
     folder = Path(folder)
     names = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*")
                    if p.is_file() and p.name != FOLDER_RECORD)
-    return atomic_write_json(folder / FOLDER_RECORD, file_record(folder, names))
+    path = folder / FOLDER_RECORD  # a plain write: the folder appears whole, by its rename
+    path.write_text(json.dumps(file_record(folder, names), indent=2) + "\n", encoding="utf-8")
+    return path
 
 
 def check_folder(folder: str | os.PathLike) -> str | None:
@@ -201,18 +201,27 @@ def check_folder(folder: str | os.PathLike) -> str | None:
     return f"{folder / extra[0]} is not in the folder's record" if extra else None
 
 
-def verified_build_dir(target: str | os.PathLike, build: Any, what: str) -> Path:
+def verified_build_dir(target: str | os.PathLike, build: Any, what: str, *,
+                       exclusive: bool = False) -> Path:
     """``target``, a folder built once by ``build(tmp_dir)`` and read back later (a converted
     base, a warm-start): built with its :data:`FOLDER_RECORD` and renamed into place
     (:func:`vdlib.models.atomic_build_dir`); on reuse checked against that record
     (:func:`check_folder`), and built again when it does not match (the log names the file
     and ``what``). A folder that still does not match after its rebuild is a
-    :class:`vdlib.models.ModelUnavailableError` naming the file (one line from the CLI)."""
+    :class:`vdlib.models.ModelUnavailableError` naming the file (one line from the CLI).
+    ``exclusive``: no other process builds in ``target``'s folder (a run folder whose lock the
+    caller holds), so what a killed build left there (``.<name>.tmp-*``, ``.<name>.damaged-*``)
+    is removed; a shared cache keeps it (it may be another process's build in progress)."""
     import shutil
 
     from vdlib.models import ModelUnavailableError, atomic_build_dir
 
     target = Path(target)
+    if exclusive and target.parent.is_dir():
+        for pattern in (".*.tmp-*", ".*.damaged-*"):
+            for left in target.parent.glob(pattern):
+                if left.is_dir() and not left.is_symlink():
+                    shutil.rmtree(left, ignore_errors=True)
     if target.exists() or target.is_symlink():
         why = check_folder(target)
         if why is None:
