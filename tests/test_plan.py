@@ -283,6 +283,28 @@ def test_measure_needs_a_gpu(tmp_path, capsys):
     assert "--measure needs a GPU (CUDA); this machine has none" in capsys.readouterr().err
 
 
+def test_measure_cuts_the_iteration_to_a_few_steps_at_the_params_shapes(tmp_path):
+    from vdlib.plan_measure import _measured_config
+
+    cfg = _measured_config("params/paper/main_table.yaml", tmp_path, 2, 64, tmp_path,
+                           steps=2, questions=128)
+    assert (cfg.proposer.max_steps, cfg.solver.max_steps) == (2, 2)
+    assert cfg.curriculum.num_questions == 128 and cfg.curriculum.batch_size <= 128
+    # the batch shapes stay the paper's: only the number of steps and questions shrink
+    paper = load_params("params/paper/main_table.yaml")
+    for role in ("proposer", "solver"):
+        ours, theirs = getattr(cfg, role), getattr(paper, role)
+        assert (ours.global_batch_size, ours.num_generations, ours.max_response_length) == (
+            theirs.global_batch_size, theirs.num_generations, theirs.max_response_length)
+    assert cfg.scoring == paper.scoring and cfg.iterations == 1
+    assert cfg.engine.backend == "server" and cfg.engine.server_gpus == ["0", "1"]
+    # never more than the params have
+    small = _measured_config(GPU_SMALL, tmp_path, 1, 64, tmp_path, steps=10**6, questions=10**6)
+    params = load_params(GPU_SMALL)
+    assert small.proposer.max_steps == params.proposer.max_steps
+    assert small.curriculum.num_questions == params.curriculum.num_questions
+
+
 # ----------------------------------------------------------------------------- the committed table
 
 

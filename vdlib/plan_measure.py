@@ -175,10 +175,16 @@ _EVAL_BENCHMARKS = ("gsm8k", "math500", "amc23", "aime24", "aime25", "minerva")
 
 
 def _measured_config(params: str, work: Path, gpus_per_run: int, eval_limit: int,
-                     bench_dir: Path) -> Any:
+                     bench_dir: Path, steps: int | None = None,
+                     questions: int | None = None) -> Any:
     """The params' first arm, one iteration, one seed, in ``work``; offline metrics (MiniLM,
     no epiplexity or NLI: their models and the OpenAI embedder are not timed); evaluation of
-    the params' benchmarks that ``bench_dir`` holds, ``eval_limit`` items each, one run."""
+    the params' benchmarks that ``bench_dir`` holds, ``eval_limit`` items each, one run.
+
+    ``steps`` (GRPO global batches of each role) and ``questions`` (K) cut the iteration to a few
+    steps at the params' batch shapes: the table's figures are per step and per token, so a
+    shorter iteration measures the same rates (the paper's K = 8,000 would take hours at 4B).
+    Neither raises what the params have; ``None`` keeps the params' value."""
     from vdlib.arms import arm_params
     from vdlib.config import load_params, to_dict
 
@@ -186,6 +192,13 @@ def _measured_config(params: str, work: Path, gpus_per_run: int, eval_limit: int
     arm = base["arms"][0] if base["arms"] else None
     base.update(iterations=1, seed=0, seeds=[0], output_dir=str(work / "runs"),
                 experiment="plan_measure", run_id=None, arms=[], tracking="none")
+    for role in ("proposer", "solver"):
+        if steps is not None:
+            base[role]["max_steps"] = min(base[role]["max_steps"], steps)
+    if questions is not None:
+        k = min(base["curriculum"]["num_questions"], questions)
+        base["curriculum"]["num_questions"] = k
+        base["curriculum"]["batch_size"] = min(base["curriculum"]["batch_size"], k)
     base["metrics"].update(embedder="minilm", extra=[])
     here = [b for b in base["evaluation"]["benchmarks"]
             if b in _EVAL_BENCHMARKS and (bench_dir / b / "test.jsonl").is_file()]
@@ -200,7 +213,8 @@ def _measured_config(params: str, work: Path, gpus_per_run: int, eval_limit: int
 
 def measure(params: str, *, card: str, out: str, work: str = "/tmp/vdlib_plan_measure",
             dummy_weights: bool = False, tokenizer: str | None = None, gpus_per_run: int = 1,
-            bench_dir: str = ".bench", eval_limit: int = 256) -> dict[str, Any]:
+            bench_dir: str = ".bench", eval_limit: int = 64, steps: int | None = None,
+            questions: int | None = None) -> dict[str, Any]:
     """Measure one iteration of ``params`` here and write its cost-table entry to ``out``."""
     try:
         import torch
@@ -221,12 +235,13 @@ def measure(params: str, *, card: str, out: str, work: str = "/tmp/vdlib_plan_me
     import vllm
 
     from vdlib import coevolution, layout
-    from vdlib.artifacts import read_jsonl, write_jsonl
+    from vdlib.artifacts import atomic_write_text, read_jsonl, write_jsonl
     from vdlib.experiments import evaluate_checkpoint
 
     work_dir = Path(work)
     work_dir.mkdir(parents=True, exist_ok=True)
-    cfg = _measured_config(params, work_dir, gpus_per_run, eval_limit, Path(bench_dir))
+    cfg = _measured_config(params, work_dir, gpus_per_run, eval_limit, Path(bench_dir),
+                           steps=steps, questions=questions)
     sha = None
     if dummy_weights:
         folder, sha = _dummy_checkpoint(cfg.model.proposer, tokenizer, work_dir)
@@ -237,7 +252,20 @@ def measure(params: str, *, card: str, out: str, work: str = "/tmp/vdlib_plan_me
     _instrument(meter)
     run_dir = layout.run_path(cfg)
 
+    def save(error: str | None, partial: str | None = None) -> dict[str, Any]:
+        entry = _entry(cfg, run_dir, meter, shape.name, card, gpus_per_run, error,
+                       dummy_weights)
+        entry.update(params=params, vllm_version=vllm.__version__, dummy_weights=dummy_weights,
+                     tokenizer_sha256=sha, card_name=name)
+        if partial:  # what finished so far, should the command be stopped in the next stage
+            entry["partial"] = partial
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(Path(out), json.dumps(entry, indent=1) + "\n")
+        return entry
+
     def on_stage(t: int, stage: str) -> None:
+        if meter.stage != "setup":
+            save(None, partial=f"stopped in {stage} (the stages before it finished)")
         meter.stage = stage
         out_dir = layout.iteration_dir(run_dir, t)
         if dummy_weights and stage == "score":  # real questions for the frozen solver
@@ -257,6 +285,7 @@ def measure(params: str, *, card: str, out: str, work: str = "/tmp/vdlib_plan_me
     error = None
     try:
         coevolution.run(cfg, on_stage=on_stage, force=True)
+        save(None, partial="stopped in evaluate (the iteration finished)")
         meter.stage = "evaluate"
         start = time.perf_counter()
         evaluate_checkpoint(layout.role_model_dir(run_dir, 1, "solver"), cfg,
@@ -267,11 +296,7 @@ def measure(params: str, *, card: str, out: str, work: str = "/tmp/vdlib_plan_me
         logger.exception("vdlib plan --measure stopped in %s", meter.stage)
     finally:
         meter.stop()
-    entry = _entry(cfg, run_dir, meter, shape.name, card, gpus_per_run, error, dummy_weights)
-    entry.update(params=params, vllm_version=vllm.__version__, dummy_weights=dummy_weights,
-                 tokenizer_sha256=sha, card_name=name)
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(out).write_text(json.dumps(entry, indent=1) + "\n", encoding="utf-8")
+    entry = save(error)
     logger.info("wrote %s%s", out, f" (stopped: {error})" if error else "")
     return entry
 

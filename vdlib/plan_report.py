@@ -132,7 +132,8 @@ def add_plan_command(command: Callable[..., Any]) -> None:
     p.add_argument("--table", help="cost table JSON (default: vdlib/data/cost_table.json)")
     m = p.add_argument_group("--measure (on a GPU; not yet run on one, docs/SCALING.md)")
     m.add_argument("--measure", action="store_true", help="run one iteration of the params' "
-                   "first arm here and write its figures as a cost-table entry to --out")
+                   "first arm here, cut to --steps and --questions, and write its figures as a "
+                   "cost-table entry to --out")
     m.add_argument("--out", default="benchmarks/results/cost_entries/measured.json",
                    help="--measure: the entry JSON to write")
     m.add_argument("--dummy-weights", action="store_true", help="--measure: a random-init "
@@ -143,8 +144,14 @@ def add_plan_command(command: Callable[..., Any]) -> None:
                    "(<dir>/<name>/test.jsonl), e.g. ../shared/benchmarks")
     m.add_argument("--work", default="/tmp/vdlib_plan_measure",
                    help="--measure: scratch folder for the run")
-    m.add_argument("--eval-limit", type=int, default=256,
-                   help="--measure: items per benchmark of the evaluation measured")
+    m.add_argument("--eval-limit", type=int, default=64,
+                   help="--measure: items per benchmark of the evaluation measured (default 64)")
+    m.add_argument("--steps", type=int, default=2,
+                   help="--measure: GRPO global batches of each role, at the params' batch "
+                   "shapes (default 2; never more than the params'); the figures are per step")
+    m.add_argument("--questions", type=int, default=128,
+                   help="--measure: questions K generated and scored (default 128; never more "
+                   "than the params'); the figures are per token")
     p.set_defaults(func=plan_command)
 
 
@@ -161,7 +168,8 @@ def plan_command(args: Any) -> int:
             entry = measure(args.params, card=args.card, out=args.out, work=args.work,
                             dummy_weights=args.dummy_weights, tokenizer=args.tokenizer,
                             gpus_per_run=args.gpus_per_run or 1, bench_dir=args.bench_dir,
-                            eval_limit=args.eval_limit)
+                            eval_limit=args.eval_limit, steps=args.steps,
+                            questions=args.questions)
             sys.stdout.write(f"{args.out}: {entry['id']}, stages {', '.join(entry['stages'])}"
                              f"{'; stopped: ' + entry['error'] if entry['error'] else ''}\n")
             return 1 if entry["error"] else 0
