@@ -6,6 +6,9 @@
 #   bash benchmarks/gpu_lifetime.sh profile stage  # the old lifetime (resume: the same command)
 #   bash benchmarks/gpu_lifetime.sh profile run graphs  # the run lifetime with CUDA graphs
 #   bash benchmarks/gpu_lifetime.sh fresh          # tests/test_engine_lifetime_gpu.py + gpu tests
+#   bash benchmarks/gpu_lifetime.sh questions stage  # iteration 1's questions (lifetime_questions.py)
+#   bash benchmarks/gpu_lifetime.sh questions run    # the same, new lifetime; then on CPU:
+#     python benchmarks/lifetime_questions.py compare Q/stage Q/run --out ....json
 # Every step copies benchmarks/results/iteration_profile_<card>.json and its logs into $OUT.
 set -o pipefail
 OUT=${OUT:-/tmp/out}
@@ -32,6 +35,13 @@ profile)
     cp "$J" "$OUT/iteration_profile_$card.json" 2>/dev/null
     cp /tmp/ip/$2${3:++graphs}/profile_partial.json "$OUT/profile_partial_$2${3:+_$3}.json" 2>/dev/null
     grep -v "INFO 1[01]-\|WARNING 1[01]-\|Processed prompts\|it/s\]" "$OUT/iteration_profile_${2}${3:+_$3}_$card.log" | tail -25
+    exit $rc
+    ;;
+questions)
+    timeout ${LIMIT:-560} python3 benchmarks/lifetime_questions.py run $P --lifetime "$2" \
+        --work /tmp/lq --out "$OUT/lifetime_questions" > "$OUT/lifetime_questions_${2}_$card.log" 2>&1
+    rc=$?
+    grep -v "INFO 1[01]-\|WARNING 1[01]-\|Processed prompts\|it/s\]" "$OUT/lifetime_questions_${2}_$card.log" | tail -8
     exit $rc
     ;;
 fresh)

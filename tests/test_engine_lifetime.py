@@ -634,3 +634,39 @@ def test_engine_lifetime_config_key():
     run = to_dict(load_params({"profile": "tiny", "engine": {"lifetime": "run"}}))
     stage = to_dict(load_params({"profile": "tiny", "engine": {"lifetime": "stage"}}))
     assert config_fingerprint(run) == config_fingerprint(stage)
+
+
+def _lifetime_questions():
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "lifetime_questions.py"
+    spec = importlib.util.spec_from_file_location("lifetime_questions", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_lifetime_questions_compare_finds_where_two_lifetimes_part(tmp_path):
+    """benchmarks/lifetime_questions.py compare: the first generation and the first proposer
+    step that differ, and each side's valid count and Self-BLEU."""
+    lq = _lifetime_questions()
+    texts = {"stage": ["<question>What is 2+3?</question>", "<question>What is 4+4?</question>",
+                       "no question", "<question>What is 9-1?</question>"],
+             "run": ["<question>What is 2+3?</question>", "<question>What is 4+5?</question>",
+                     "no question", "<question>What is 9-1?</question>"]}
+    logs = {"stage": [{"reward": 0.1, "loss": 0.0}, {"reward": 0.2, "loss": 0.01}],
+            "run": [{"reward": 0.1, "loss": 0.0}, {"reward": 0.3, "loss": 0.02}]}
+    for name, ts in texts.items():
+        d = tmp_path / name
+        d.mkdir()
+        rows = [{"index": i, "text": t, "valid": t.startswith("<"),
+                 "question": t[10:-11] if t.startswith("<") else None} for i, t in enumerate(ts)]
+        (d / "generated.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (d / "proposer_train.json").write_text(json.dumps(
+            {"log_history": [*logs[name], {"train_runtime": 1.0}]}))
+    out = lq.compare(tmp_path / "stage", tmp_path / "run", embedder=None)
+    assert out["generations"] == [4, 4] and out["equal_text"] == 3
+    assert out["first_different_generation"] == 1 and out["first_different_proposer_step"] == 2
+    assert [s["equal"] for s in out["proposer_log_steps"]] == [True, False]
+    assert out["diversity"]["stage"]["valid"] == out["diversity"]["run"]["valid"] == 3
+    assert 0.0 <= out["diversity"]["run"]["self_bleu"] <= 1.0
