@@ -677,6 +677,9 @@ def check_block(table: dict[str, Any]) -> str:
 NOTEBOOKS = (
     (GPU_SMALL, "h200", 1, None, 3), (GPU_SMALL, "h100", 1, None, 3),
     (GPU_SMALL, "h200", 1, None, 1), ("params/gpu-small/fail_neg.yaml", "h200", 1, None, 3),
+    ("params/gpu-small/phase_ablation.yaml", "h200", 1, None, 3),
+    ("params/gpu-small/entropy_baselines.yaml", "h200", 1, None, 3),
+    ("params/gpu-small/annealing.yaml", "h200", 1, None, 3),
     ("params/smollm2/loop_vllm.yaml", "h200", 1, None, 1),
     ("params/smollm2/timed_iteration.yaml", "h200", 1, None, 1),
     ("params/smollm2/topology_2gpu.yaml", "h100", 2, None, 1),

@@ -128,6 +128,32 @@ def test_gpu_small_params_check_passes_and_resolves_to_vllm(path, capsys):
     assert resolved["model"]["proposer"] == "smollm2-135m"
 
 
+@pytest.mark.parametrize("name", ["fail_neg", "phase_ablation", "entropy_baselines",
+                                  "annealing"])
+def test_gpu_small_ablations_are_main_table_with_other_arms(name):
+    """Each co-evolution file of params/gpu-small/ besides the main table (issue 30) keeps every
+    cut of main_table.yaml key for key; only its experiment folder and its arms differ, none of
+    them a main-table arm (those runs are shared, not run again)."""
+    from vdlib.arms import ARMS
+
+    main = yaml.safe_load((GPU_SMALL / "main_table.yaml").read_text(encoding="utf-8"))
+    other = yaml.safe_load((GPU_SMALL / f"{name}.yaml").read_text(encoding="utf-8"))
+    assert {k for k in set(main) | set(other) if main.get(k) != other.get(k)} == {
+        "experiment", "arms"}
+    assert other["experiment"] != main["experiment"]
+    assert other["arms"] and not set(other["arms"]) & set(main["arms"])
+    assert set(other["arms"]) <= set(ARMS.names())
+
+
+def test_gpu_small_single_policy_is_the_papers_setup_at_135m():
+    cfg = load_params(GPU_SMALL / "single_policy.yaml")
+    assert cfg.arms == ["baseline", "vd95"] and cfg.seeds == [0, 1, 2]
+    assert cfg.solver.max_steps == 100  # the paper's first 100 GRPO steps
+    assert (cfg.solver.global_batch_size, cfg.solver.num_generations) == (8, 4)
+    assert cfg.single_policy.dataset == "gsm_symbolic"  # offline; GSM8K train is on the Hub
+    assert cfg.single_policy.train_examples >= cfg.solver.max_steps * 8
+
+
 def test_fail_neg_is_main_table_with_the_failure_incentive_removed():
     """params/gpu-small/fail_neg.yaml (issue 27, item 5): main_table.yaml's cuts, key for key;
     only its experiment folder and arms differ, and each of its arms is a main-table arm with
