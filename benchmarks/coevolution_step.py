@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import platform
-import random
 import statistics
 import sys
 import tempfile
@@ -32,7 +31,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench_common import QWEN3_SHAPES, qwen3_config, report  # noqa: E402
+from bench_common import QWEN3_SHAPES, SeededReward, qwen3_config, report  # noqa: E402
 
 from vdlib.config import GRPOConfig  # noqa: E402
 from vdlib.trainer import MaskedGRPOTrainer, trl_args  # noqa: E402
@@ -62,14 +61,6 @@ def model_dir(name: str, root: Path, tokenizer: str | None = None) -> Path:
     return path
 
 
-class SeededReward:
-    __name__ = "seeded_reward"
-
-    def __init__(self) -> None:
-        self.rng = random.Random(0)
-
-    def __call__(self, prompts, completions, **kwargs):
-        return [self.rng.random() for _ in completions]
 
 
 class StepTimer:

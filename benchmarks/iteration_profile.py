@@ -55,18 +55,9 @@ class Profile:
 
 
 def _timed(owner: Any, name: str, prof: Profile, key: str, count: str | None = None) -> None:
-    original = getattr(owner, name)
+    from vdlib.plan_measure import time_calls
 
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        start = time.perf_counter()
-        try:
-            return original(*args, **kwargs)
-        finally:
-            prof.add(key, time.perf_counter() - start)
-            if count:
-                prof.add(count, 1)
-
-    setattr(owner, name, wrapper)
+    time_calls(owner, name, prof.add, key, count)
 
 
 def instrument(prof: Profile) -> None:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import platform
-import random
 import sys
 import tempfile
 from pathlib import Path
@@ -37,7 +36,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench_common import report  # noqa: E402
+from bench_common import SeededReward, report  # noqa: E402
 
 from vdlib.config import GRPOConfig  # noqa: E402
 from vdlib.trainer import MaskedGRPOTrainer, trl_args  # noqa: E402
@@ -46,16 +45,6 @@ KEYS = ("n_active", "n_selected", "differ_fraction", "abs_log_ratio", "penalty",
         "selected_fraction", "clip_fraction")
 
 
-class SeededReward:
-    """Seeded random rewards: non-zero GRPO advantages at no cost (the same in every run)."""
-
-    __name__ = "seeded_reward"
-
-    def __init__(self) -> None:
-        self.rng = random.Random(0)
-
-    def __call__(self, prompts, completions, **kwargs):
-        return [self.rng.random() for _ in completions]
 
 
 def one_run(path: Path, args, variant: str, old_logprobs: str, out: Path) -> list[dict]:

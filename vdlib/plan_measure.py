@@ -36,12 +36,13 @@ import subprocess
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from vdlib.plan_table import PlanError, load_table, resolve_shape
 
-__all__ = ["measure"]
+__all__ = ["measure", "time_calls"]
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +80,11 @@ class _Meter:
         self._stop.set()
 
 
-def _timed(owner: Any, name: str, meter: _Meter, key: str) -> None:
+def time_calls(owner: Any, name: str, add: Callable[[str, float], None], key: str,
+               count: str | None = None) -> None:
+    """Patch ``owner.name`` so that every call adds its seconds to ``key`` through ``add`` (and,
+    with ``count``, 1 to ``count``), also when it raises. Used here and by
+    benchmarks/iteration_profile.py."""
     original = getattr(owner, name)
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -87,7 +92,9 @@ def _timed(owner: Any, name: str, meter: _Meter, key: str) -> None:
         try:
             return original(*args, **kwargs)
         finally:
-            meter.add(key, time.perf_counter() - start)
+            add(key, time.perf_counter() - start)
+            if count:
+                add(count, 1)
 
     setattr(owner, name, wrapper)
 
@@ -98,9 +105,10 @@ def _instrument(meter: _Meter) -> None:
     import vdlib.serving as serving
     import vdlib.vllm_backend as vb
 
-    _timed(transformers.Trainer, "train", meter, "train_s")
-    _timed(vb, "build_llm", meter, "engine_start_s")
-    _timed(serving.VLLMServer, "wait_ready", meter, "engine_start_s")  # servers start together
+    time_calls(transformers.Trainer, "train", meter.add, "train_s")
+    time_calls(vb, "build_llm", meter.add, "engine_start_s")
+    # the servers start together
+    time_calls(serving.VLLMServer, "wait_ready", meter.add, "engine_start_s")
     try:
         import vllm
     except ImportError:
