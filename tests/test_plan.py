@@ -283,6 +283,26 @@ def test_measure_needs_a_gpu(tmp_path, capsys):
     assert "--measure needs a GPU (CUDA); this machine has none" in capsys.readouterr().err
 
 
+def test_time_calls_counts_seconds_and_calls_also_when_the_call_raises():
+    from collections import defaultdict
+
+    from vdlib.plan_measure import time_calls
+
+    seen: dict[str, float] = defaultdict(float)
+
+    class Stage:
+        def run(self, fail: bool) -> str:
+            if fail:
+                raise RuntimeError("out of memory")
+            return "done"
+
+    time_calls(Stage, "run", lambda k, v: seen.__setitem__(k, seen[k] + v), "run_s", "runs")
+    assert Stage().run(False) == "done"
+    with pytest.raises(RuntimeError, match="out of memory"):
+        Stage().run(True)
+    assert seen["runs"] == 2 and seen["run_s"] >= 0.0
+
+
 def test_measure_cuts_the_iteration_to_a_few_steps_at_the_params_shapes(tmp_path):
     from vdlib.plan_measure import _measured_config
 
