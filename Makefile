@@ -35,7 +35,7 @@ $(STAMP): $(DEMO_STAMP)
 	touch $(STAMP)
 
 demo: $(DEMO_STAMP)
-	$(PY) -m vdlib.cli notebooks run --profile $(PROFILE) --only 00_quickstart
+	$(PY) -m vdlib.app.cli notebooks run --profile $(PROFILE) --only 00_quickstart
 
 # JupyterLab at the repository root, opening LAB_OPEN (the method walkthrough; LAB_OPEN= for
 # the file browser only); LAB_ARGS passes options, e.g. make lab LAB_ARGS="--no-browser --port 8890".

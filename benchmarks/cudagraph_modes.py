@@ -5,7 +5,7 @@ process and one run (these machines are noisy: only same-run ratios count).
     PYTHONPATH=/tmp/site:$PWD:/tmp/vdsite VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 \
         python benchmarks/cudagraph_modes.py --out $OUT/cudagraph_modes.json
 
-Modes, each a fresh ``vdlib.vllm_backend.build_llm`` engine (the previous one shut down):
+Modes, each a fresh ``vdlib.engines.vllm_backend.build_llm`` engine (the previous one shut down):
 
 - ``eager``: ``enforce_eager=True`` (no torch.compile, no CUDA graphs);
 - ``full_decode``: no torch.compile (``compilation_config.mode NONE``), full CUDA graphs for
@@ -53,9 +53,9 @@ MODES = {
 
 def workloads(args: argparse.Namespace, path: str, tok: Any) -> dict[str, Any]:
     """name -> callable(engine) -> samples (the same requests in every mode)."""
-    from vdlib.generation import GenerationBatch, generate_batches
-    from vdlib.prompts import proposer_prompt, solver_prompt
-    from vdlib.vocab_dropout import VocabDropout, mask_seed
+    from vdlib.engines.generation import GenerationBatch, generate_batches
+    from vdlib.method.prompts import proposer_prompt, solver_prompt
+    from vdlib.method.vocab_dropout import VocabDropout, mask_seed
 
     solver = [solver_prompt(tok, QUESTIONS[i % len(QUESTIONS)]) for i in range(args.questions)]
     vd = VocabDropout.for_checkpoint(path, tok, args.alpha)  # the checkpoint's logits width
@@ -72,8 +72,8 @@ def workloads(args: argparse.Namespace, path: str, tok: Any) -> dict[str, Any]:
 
 
 def run_mode(name: str, path: str, tok: Any, args: argparse.Namespace) -> dict[str, Any]:
-    from vdlib.vllm_backend import build_llm
-    from vdlib.vllm_engine import VLLMEngine
+    from vdlib.engines.vllm_backend import build_llm
+    from vdlib.engines.vllm_engine import VLLMEngine
 
     start = time.perf_counter()
     llm = build_llm(path, dtype="bfloat16", max_model_len=args.max_model_len, seed=args.seed,
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if not torch.cuda.is_available():
         p.error("needs a CUDA GPU (and vLLM)")
-    from vdlib.models import checkpoint_path, load_tokenizer
+    from vdlib.engines.models import checkpoint_path, load_tokenizer
 
     path = checkpoint_path("smollm2-135m")
     tok = load_tokenizer("smollm2-135m")

@@ -1,5 +1,5 @@
 r"""Generation throughput of vdlib's two engines on one GPU, in one process: transformers
-(``vdlib.generation.HFEngine``) against vLLM (``vdlib.vllm_engine.VLLMEngine``).
+(``vdlib.engines.generation.HFEngine``) against vLLM (``vdlib.engines.vllm_engine.VLLMEngine``).
 
     PYTHONPATH=/tmp/site:$PWD VLLM_USE_FLASHINFER_SAMPLER=0 \
         python benchmarks/engine_throughput.py --out $OUT/engine_throughput_h100.json
@@ -118,7 +118,7 @@ def timed(call: Callable[[], list[Any]]) -> tuple[float, list[Any]]:
 
 def mask_kw(vd: Any, seed: int, iteration: int, batch: int) -> dict[str, Any]:
     """generate's mask arguments: the mask of one batch (none when ``vd`` is None)."""
-    from vdlib.vocab_dropout import mask_seed
+    from vdlib.method.vocab_dropout import mask_seed
 
     return {} if vd is None else {"vocab_dropout": vd,
                                   "mask_seed": mask_seed(seed, iteration, "gen", batch)}
@@ -135,7 +135,7 @@ def build_dummy(work_dir: Path) -> Path:
     from bench_common import QWEN3_SHAPES
     from transformers import AutoTokenizer
 
-    from vdlib.models import prepare_tokenizer, smollm2_tokenizer_dir
+    from vdlib.engines.models import prepare_tokenizer, smollm2_tokenizer_dir
 
     folder = work_dir / "qwen3-0.6b-shape"
     folder.mkdir(parents=True, exist_ok=True)
@@ -160,12 +160,12 @@ def build_dummy(work_dir: Path) -> Path:
 def load_hf(args: argparse.Namespace, path: str) -> tuple[Any, Any]:
     """(model, tokenizer) for the HF engine: seeded random init, or SmolLM2's real weights."""
     if args.model == "smollm2-135m":
-        from vdlib.models import load_model
+        from vdlib.engines.models import load_model
 
         return load_model("smollm2-135m", dtype="bfloat16", device=DEVICE)
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    from vdlib.models import prepare_tokenizer
+    from vdlib.engines.models import prepare_tokenizer
 
     tok = prepare_tokenizer(AutoTokenizer.from_pretrained(path))
     torch.manual_seed(args.seed)
@@ -176,7 +176,7 @@ def load_hf(args: argparse.Namespace, path: str) -> tuple[Any, Any]:
 
 
 def prompt_texts(name: str, tok: Any, count: int) -> list[str]:
-    from vdlib.prompts import evaluation_prompt, proposer_prompt, solver_prompt
+    from vdlib.method.prompts import evaluation_prompt, proposer_prompt, solver_prompt
 
     if name == "proposer_generation":
         return [proposer_prompt(tok)] * count
@@ -235,8 +235,8 @@ def warm_up(engine: Any, tok: Any, vd: Any, seed: int) -> None:
 
 def hf_phase(args: argparse.Namespace, path: str) -> tuple[dict[str, Any], Any, dict]:
     """HF results per workload, the tokenizer, the specs (the HF model is freed on return)."""
-    from vdlib.generation import HFEngine
-    from vdlib.vocab_dropout import VocabDropout
+    from vdlib.engines.generation import HFEngine
+    from vdlib.method.vocab_dropout import VocabDropout
 
     start = time.perf_counter()
     model, tok = load_hf(args, path)
@@ -279,9 +279,9 @@ def mask_overhead(engine: Any, tok: Any, vd: Any, args: argparse.Namespace) -> d
 
 def vllm_phase(args: argparse.Namespace, path: str, tok: Any,
                specs: dict) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any]]:
-    from vdlib.vllm_backend import build_llm, vllm_interfaces
-    from vdlib.vllm_engine import VLLMEngine
-    from vdlib.vocab_dropout import VocabDropout
+    from vdlib.engines.vllm_backend import build_llm, vllm_interfaces
+    from vdlib.engines.vllm_engine import VLLMEngine
+    from vdlib.method.vocab_dropout import VocabDropout
 
     info = vllm_interfaces()
     start = time.perf_counter()
@@ -356,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.model == "qwen3-0.6b-shape":
         path = str(build_dummy(Path(args.work_dir)))
     else:
-        from vdlib.models import checkpoint_path
+        from vdlib.engines.models import checkpoint_path
 
         path = checkpoint_path("smollm2-135m")
     card = torch.cuda.get_device_name()

@@ -5,7 +5,7 @@
 
 The lent GPU machines have no model weights and no network, so the model is a random-init
 Qwen3 config (logits width 151,936) saved with SmolLM2's tokenizer (``--tokenizer``: a copy of
-vdlib's cached tokenizer folder). It runs the real loop (``vdlib.coevolution.run``) of the VD75
+vdlib's cached tokenizer folder). It runs the real loop (``vdlib.loop.coevolution.run``) of the VD75
 arm: proposer GRPO under the mask in bf16 with gradient checkpointing, curriculum generation,
 self-consistency scoring, filtering, solver phase, metrics; sizes are cut so it finishes in
 minutes. Random weights produce no parseable questions, so the curriculum is empty and the
@@ -32,7 +32,7 @@ from bench_common import QWEN3_SHAPES, qwen3_config  # noqa: E402
 def build(shape: str, tokenizer: str, target: Path) -> Path:
     from transformers import AutoTokenizer, Qwen3ForCausalLM
 
-    from vdlib.models import prepare_tokenizer
+    from vdlib.engines.models import prepare_tokenizer
 
     tok = prepare_tokenizer(AutoTokenizer.from_pretrained(tokenizer))
     cfg = qwen3_config(shape, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
@@ -51,7 +51,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", default="outputs/gpu_smoke")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    from vdlib.coevolution import run
+    from vdlib.loop.coevolution import run
 
     model = build(args.shape, args.tokenizer, Path(args.out) / "model")
     grpo = {"global_batch_size": 4, "rollout_batch_size": 4, "micro_batch_size_update": 4,

@@ -22,8 +22,8 @@ J=/tmp/iteration_profile_$card.json
 case $1 in
 prepare)
     python3 -c "
-from vdlib.config import load_params
-from vdlib.model_store import ModelStore
+from vdlib.config.experiment import load_params
+from vdlib.loop.model_store import ModelStore
 cfg = load_params('$P', {'output_dir': '/tmp/prep'})
 print(ModelStore(cfg).base(cfg.solver_model, 'base'))" > "$OUT/prepare_$card.log" 2>&1
     rc=$?; tail -2 "$OUT/prepare_$card.log"; exit $rc

@@ -10,7 +10,7 @@ params/gpu-small/main_table.yaml (benchmarks/gpu_small.sh calls it).
 
 ``eval-base`` evaluates the starting checkpoint (the format-warm-started SmolLM2), ``eval-runs``
 each listed run's final solver (vLLM, the params' evaluation protocol; a complete evaluation is
-read back). ``export`` writes the results JSON (vdlib.results.collect_results: one record per
+read back). ``export`` writes the results JSON (vdlib.report.results.collect_results: one record per
 arm, seed and iteration, with ``card``, ``vllm_version``, ``K``, ``M``, ``iterations``) and
 copies each run's small files (metrics, timing, questions gzipped, grid logs) beside it. An
 iteration that the machine hold cut after its curriculum stage (its solver phase and metrics
@@ -21,7 +21,7 @@ function (``metrics_partial.json`` in the copied files).
 stages did not finish (valid fraction, Self-BLEU, Vendi, novelty, cumulative Vendi, distinct
 token ids) from its ``generated.jsonl`` alone, with the loop's own functions; run it on an
 iteration that did finish to check that it reproduces the loop's numbers. ``merge`` (on any
-machine) joins exports of different machine holds into one file (vdlib.results.merge_results:
+machine) joins exports of different machine holds into one file (vdlib.report.results.merge_results:
 a later export's run replaces the same run's records in an earlier one). ``--eval-log``
 adds the pass@1 of an evaluation that the machine hold cut short, read from its log: each
 benchmark whose every evaluation run finished, on the run's last record, which then names the
@@ -39,12 +39,12 @@ import shutil
 import sys
 from pathlib import Path
 
-from vdlib import layout
-from vdlib.config import load_params
+from vdlib.config import layout
+from vdlib.config.experiment import load_params
 from vdlib.evaluation import EvalSummary
-from vdlib.experiments import evaluate_base, evaluate_runs, read_evaluation
-from vdlib.launch import plan_grid
-from vdlib.results import (
+from vdlib.grid.launch import plan_grid
+from vdlib.report.experiments import evaluate_base, evaluate_runs, read_evaluation
+from vdlib.report.results import (
     PASS1_PREFIX,
     RECORD_FIELDS,
     collect_results,
@@ -93,10 +93,10 @@ def partial_records(runs: dict) -> list[dict]:
     """A record (``partial``) per run cut after its curriculum stage, from the metrics stage's
     own function over that iteration's files; the metrics also go to ``metrics_partial.json``
     in the iteration folder."""
-    from vdlib.artifacts import atomic_write_json
+    from vdlib.engines.models import load_tokenizer
+    from vdlib.method.vocab_dropout import phase_alphas
     from vdlib.metrics.run_metrics import compute_iteration_metrics, config_metric_kwargs
-    from vdlib.models import load_tokenizer
-    from vdlib.vocab_dropout import phase_alphas
+    from vdlib.utils.artifacts import atomic_write_json
 
     records = []
     for (arm, seed), run_dir in runs.items():
@@ -193,9 +193,9 @@ def _merge(args: argparse.Namespace) -> int:
 
 
 def _recompute(cfg, files: list[str], out: Path) -> int:
+    from vdlib.engines.models import load_tokenizer
     from vdlib.metrics import diversity as div
     from vdlib.metrics.embeddings import embed
-    from vdlib.models import load_tokenizer
 
     tok = load_tokenizer(cfg.model.proposer)
     results = {}

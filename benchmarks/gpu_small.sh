@@ -54,8 +54,8 @@ grid)
     if [ ! -f "$D/prepared" ]; then
         # the converted SmolLM2 and its format warm-start, built once before the runs share them
         CUDA_VISIBLE_DEVICES=$spare python3 -c "
-from vdlib.config import load_params
-from vdlib.model_store import ModelStore
+from vdlib.config.experiment import load_params
+from vdlib.loop.model_store import ModelStore
 cfg = load_params('$P', {'output_dir': '$D'})
 print(ModelStore(cfg).base(cfg.solver_model, 'base'))" > "$OUT/gpu_small_prepare.log" 2>&1 || exit 1
         touch "$D/prepared"
@@ -72,11 +72,11 @@ print(ModelStore(cfg).base(cfg.solver_model, 'base'))" > "$OUT/gpu_small_prepare
     fi
     # stages that would not end 40 s before END do not start (the export needs the rest)
     stop=${STOP:-$(python3 -c "print(round(($(left) - 40) / 60, 2))")}
-    timeout $(budget 25) python3 -m vdlib.cli grid $P --gpus $gpus --seeds $seeds \
+    timeout $(budget 25) python3 -m vdlib.app.cli grid $P --gpus $gpus --seeds $seeds \
         --stop-after $stop --output-dir $D > "$OUT/gpu_small_grid.log" 2>&1
     rc=$?
     wait
-    python3 -m vdlib.cli status $D >> "$OUT/gpu_small_grid.log" 2>&1
+    python3 -m vdlib.app.cli status $D >> "$OUT/gpu_small_grid.log" 2>&1
     cp $D/gpu_small_main/grid/*.log "$OUT/" 2>/dev/null
     python3 benchmarks/gpu_small.py export $P --output-dir $D --seeds $seeds \
         --out "$OUT/gpu_small_main.json" > /dev/null 2>&1   # what exists so far comes back
@@ -107,7 +107,7 @@ eval)
 export)
     python3 benchmarks/gpu_small.py export $P --output-dir $D --seeds $seeds \
         --out "$OUT/gpu_small_main.json" 2>&1 | tail -3
-    python3 -m vdlib.cli status $D > "$OUT/gpu_small_status.txt" 2>&1
+    python3 -m vdlib.app.cli status $D > "$OUT/gpu_small_status.txt" 2>&1
     du -sh "$OUT"
     bundle
     ;;

@@ -22,11 +22,11 @@ runs; the output records it.
 
 ``run`` measures, on the same model in the same process:
 
-- **generation**: tokens/s of :class:`vdlib.generation.HFEngine` (transformers ``generate``)
+- **generation**: tokens/s of :class:`vdlib.engines.generation.HFEngine` (transformers ``generate``)
   sampling ``--gen-batch`` proposer prompts for ``--new-tokens`` tokens, with and without the
   alpha = 0.75 mask (vdlib's ``VocabDropout`` logits processor); arms alternate, first call of
   each arm is a warm-up.
-- **GRPO**: seconds per optimizer step of :class:`vdlib.trainer.MaskedGRPOTrainer` as the loop
+- **GRPO**: seconds per optimizer step of :class:`vdlib.loop.trainer.MaskedGRPOTrainer` as the loop
   builds it (``trl_args`` from the paper's batch sizes: proposer 16 prompts x G = 4, solver 8
   prompts x G = 4, micro-batch 2, k3 KL with a reference model, gradient checkpointing, bf16,
   AdamW), with the response length cut to ``--new-tokens`` (``min_new_tokens`` pins it so both
@@ -98,7 +98,7 @@ def device_name() -> str:
 def build(args: argparse.Namespace) -> None:
     from transformers import AutoTokenizer, Qwen3ForCausalLM
 
-    from vdlib.models import prepare_tokenizer
+    from vdlib.engines.models import prepare_tokenizer
 
     tok = prepare_tokenizer(AutoTokenizer.from_pretrained(args.tokenizer))
     shape = dict(QWEN3_SHAPES[args.shape])
@@ -136,7 +136,7 @@ def build(args: argparse.Namespace) -> None:
 def load(model_dir: str, device: str) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from vdlib.models import prepare_tokenizer
+    from vdlib.engines.models import prepare_tokenizer
 
     tok = prepare_tokenizer(AutoTokenizer.from_pretrained(model_dir))
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
@@ -145,7 +145,7 @@ def load(model_dir: str, device: str) -> tuple[Any, Any]:
 
 
 def make_vd(model: Any, tok: Any) -> Any:
-    from vdlib.vocab_dropout import VocabDropout
+    from vdlib.method.vocab_dropout import VocabDropout
 
     return VocabDropout.for_model(model, tok, ALPHA)
 
@@ -165,9 +165,9 @@ def sync() -> None:
 
 
 def bench_generation(args: argparse.Namespace) -> dict[str, Any]:
-    from vdlib.generation import HFEngine
-    from vdlib.prompts import proposer_prompt
-    from vdlib.vocab_dropout import mask_seed
+    from vdlib.engines.generation import HFEngine
+    from vdlib.method.prompts import proposer_prompt
+    from vdlib.method.vocab_dropout import mask_seed
 
     model, tok = load(args.model_dir, local_device())
     model.eval()
@@ -219,10 +219,10 @@ def grpo_run(args: argparse.Namespace, role: str, masked: bool, out: Path) -> di
     from datasets import Dataset
     from transformers import TrainerCallback
 
-    from vdlib.config import GRPOConfig
-    from vdlib.prompts import proposer_prompt, solver_prompt
-    from vdlib.trainer import MaskedGRPOTrainer, trl_args
-    from vdlib.vocab_dropout import mask_seed
+    from vdlib.config.experiment import GRPOConfig
+    from vdlib.loop.trainer import MaskedGRPOTrainer, trl_args
+    from vdlib.method.prompts import proposer_prompt, solver_prompt
+    from vdlib.method.vocab_dropout import mask_seed
 
     on_gpu = torch.cuda.is_available()
     model, tok = load(args.model_dir, local_device())

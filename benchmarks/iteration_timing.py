@@ -43,7 +43,7 @@ def artifact_tree(run_dir: Path) -> list[str]:
 def run_engine(params: str, engine: str, output_dir: Path, timeout: float,
                iterations: int | None = None, timed: int = 1) -> dict:
     start = time.perf_counter()
-    cmd = [sys.executable, "-m", "vdlib.cli", "run", params, "--engine", engine,
+    cmd = [sys.executable, "-m", "vdlib.app.cli", "run", params, "--engine", engine,
            "--output-dir", str(output_dir)]
     if iterations:
         cmd += ["--iterations", str(iterations)]

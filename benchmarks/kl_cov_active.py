@@ -38,8 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench_common import SeededReward, report  # noqa: E402
 
-from vdlib.config import GRPOConfig  # noqa: E402
-from vdlib.trainer import MaskedGRPOTrainer, trl_args  # noqa: E402
+from vdlib.config.experiment import GRPOConfig  # noqa: E402
+from vdlib.loop.trainer import MaskedGRPOTrainer, trl_args  # noqa: E402
 
 KEYS = ("n_active", "n_selected", "differ_fraction", "abs_log_ratio", "penalty",
         "selected_fraction", "clip_fraction")
@@ -50,8 +50,8 @@ KEYS = ("n_active", "n_selected", "differ_fraction", "abs_log_ratio", "penalty",
 def one_run(path: Path, args, variant: str, old_logprobs: str, out: Path) -> list[dict]:
     from datasets import Dataset
 
-    from vdlib.models import load_model
-    from vdlib.prompts import proposer_prompt
+    from vdlib.engines.models import load_model
+    from vdlib.method.prompts import proposer_prompt
 
     on_cpu = args.device == "cpu"
     g = GRPOConfig(global_batch_size=args.prompts, rollout_batch_size=args.prompts,
@@ -96,7 +96,7 @@ def main(argv=None) -> int:
     import transformers
     import trl
 
-    from vdlib.models import load_model
+    from vdlib.engines.models import load_model
 
     variants = ("kl_cov", "clip_cov") if args.clip_cov else ("kl_cov",)
     result: dict = {}

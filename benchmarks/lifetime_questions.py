@@ -42,9 +42,10 @@ class _Stop(Exception):
 
 def run(params: str, lifetime: str, arm: str, seed: int, work: Path, out: Path) -> Path:
     """Iteration 1 up to the questions; returns ``out/<lifetime>``."""
-    from vdlib import coevolution, layout
-    from vdlib.arms import arm_params
-    from vdlib.config import load_params, to_dict
+    from vdlib.config import layout
+    from vdlib.config.experiment import load_params, to_dict
+    from vdlib.loop import coevolution
+    from vdlib.loop.arms import arm_params
 
     base = to_dict(load_params(params))
     base.update(seed=seed, iterations=1, output_dir=str(work / lifetime))

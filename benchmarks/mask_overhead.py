@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench_common import QWEN3_REAL_IDS, QWEN3_SHAPES, QWEN3_WIDTH, qwen3_config, report  # noqa: E402, I001
 
-from vdlib.vocab_dropout import VocabDropout  # noqa: E402
+from vdlib.method.vocab_dropout import VocabDropout  # noqa: E402
 
 
 def build(name: str, device: str, dtype: torch.dtype):
@@ -50,8 +50,8 @@ def build(name: str, device: str, dtype: torch.dtype):
         protected = list(range(151_643, 151_669))  # Qwen3's added/special tokens (stand-in)
         vd = VocabDropout.from_sizes(QWEN3_REAL_IDS, QWEN3_WIDTH, 0.75, protected)
         return model, prompt, vd
-    from vdlib.models import load_model
-    from vdlib.prompts import proposer_prompt
+    from vdlib.engines.models import load_model
+    from vdlib.method.prompts import proposer_prompt
 
     model, tok = load_model(name, dtype=dtype, device=device)
     prompt = tok(proposer_prompt(tok), return_tensors="pt", add_special_tokens=False).input_ids

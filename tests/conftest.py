@@ -12,7 +12,7 @@ import pytest  # noqa: E402
 @pytest.fixture(scope="session")
 def tiny_model_and_tokenizer():
     """Seeded random 2-layer Llama (padded vocab) with SmolLM2's tokenizer; eval mode, CPU."""
-    from vdlib.models import load_model
+    from vdlib.engines.models import load_model
 
     return load_model("tiny-random")
 
@@ -20,6 +20,6 @@ def tiny_model_and_tokenizer():
 @pytest.fixture(scope="session")
 def tokenizer():
     """SmolLM2's tokenizer (left padding), the one the tiny and packaged models use."""
-    from vdlib.models import load_tokenizer
+    from vdlib.engines.models import load_tokenizer
 
     return load_tokenizer("tiny-random")

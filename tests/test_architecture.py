@@ -1,5 +1,5 @@
 """The package's shape (docs/architecture.md): no import circle, no module over 500 lines, no
-private name imported across modules, run paths formatted by ``vdlib.layout`` only, and no
+private name imported across modules, run paths formatted by ``vdlib.config.layout`` only, and no
 notebook code cell repeated in another notebook."""
 
 from __future__ import annotations
@@ -110,13 +110,13 @@ def test_no_private_name_crosses_a_module_line():
 
 
 # A run path written as a literal: ``iter_<t>`` folders, ``<arm>-seed<seed>`` run ids, the
-# ``reports`` folder of an experiment. Only vdlib/layout.py may hold these.
+# ``reports`` folder of an experiment. Only vdlib/config/layout.py may hold these.
 _RUN_PATH = re.compile(r"""iter_\{|["']iter_|seed\{|["']reports["']|-seed\(""")
 
 
 def test_run_paths_are_formatted_by_the_layout_module_only():
     found = [f"{path.relative_to(ROOT)}:{i}: {line.strip()}"
-             for name, path in MODULES.items() if name != "vdlib.layout"
+             for name, path in MODULES.items() if name != "vdlib.config.layout"
              for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
              if _RUN_PATH.search(line) and not line.lstrip().startswith("#")
              and not _in_docstring(path, i)]

@@ -8,12 +8,12 @@ import os
 import pytest
 import yaml
 
-from vdlib import artifacts
-from vdlib.cli import main, notebook_params_file
-from vdlib.config import load_params
-from vdlib.generation import Sample
-from vdlib.proposals import proposal_records, valid_fraction
-from vdlib.run_start import start_run
+from vdlib.app.cli import main, notebook_params_file
+from vdlib.config.experiment import load_params
+from vdlib.engines.generation import Sample
+from vdlib.loop.proposals import proposal_records, valid_fraction
+from vdlib.loop.run_start import start_run
+from vdlib.utils import artifacts
 
 
 def test_atomic_write_failure_keeps_old_file(tmp_path, monkeypatch):
@@ -92,10 +92,10 @@ def test_params_file_naming(tmp_path):
 
 
 def test_generate_proposals_one_mask_per_batch(tiny_model_and_tokenizer):
-    from vdlib.config import CurriculumConfig
-    from vdlib.generation import HFEngine
-    from vdlib.proposals import generate_proposals
-    from vdlib.vocab_dropout import VocabDropout, mask_seed
+    from vdlib.config.experiment import CurriculumConfig
+    from vdlib.engines.generation import HFEngine
+    from vdlib.loop.proposals import generate_proposals
+    from vdlib.method.vocab_dropout import VocabDropout, mask_seed
 
     model, tok = tiny_model_and_tokenizer
     engine = HFEngine(model, tok, batch_size=8, show_progress=False)

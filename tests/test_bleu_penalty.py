@@ -1,4 +1,4 @@
-"""vdlib.bleu_penalty against the slow reference: R-Zero's nltk loop + scikit-learn clustering."""
+"""vdlib.method.bleu_penalty against the slow reference: R-Zero's nltk loop + scikit-learn clustering."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
 from sklearn.cluster import AgglomerativeClustering  # the dev extra
 
-from vdlib.bleu import bleu_distance_matrix, bleu_match_counts, fsum_rows
-from vdlib.bleu_penalty import average_linkage_clusters, bleu_cluster_penalty
+from vdlib.method.bleu import bleu_distance_matrix, bleu_match_counts, fsum_rows
+from vdlib.method.bleu_penalty import average_linkage_clusters, bleu_cluster_penalty
 
 SMOOTH = SmoothingFunction().method1
 

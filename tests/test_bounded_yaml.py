@@ -9,8 +9,8 @@ import tracemalloc
 import pytest
 import yaml
 
-from vdlib.cli import main
-from vdlib.config import (
+from vdlib.app.cli import main
+from vdlib.config.experiment import (
     MAX_YAML_BYTES,
     MAX_YAML_DEPTH,
     MAX_YAML_VALUES,

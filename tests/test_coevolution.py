@@ -15,11 +15,11 @@ import pytest
 import torch
 import yaml
 
-from vdlib.arms import arm_names, arm_params
-from vdlib.artifacts import read_jsonl
-from vdlib.coevolution import STAGES, run
-from vdlib.config import ConfigError, load_params
-from vdlib.curriculum import filter_curriculum
+from vdlib.config.experiment import ConfigError, load_params
+from vdlib.loop.arms import arm_names, arm_params
+from vdlib.loop.coevolution import STAGES, run
+from vdlib.method.curriculum import filter_curriculum
+from vdlib.utils.artifacts import read_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -36,7 +36,7 @@ def tiny_params(out: Path, iterations: int = 1, **over) -> dict:
 
 
 def test_full_artifact_tree(tmp_path, caplog):
-    with caplog.at_level(logging.INFO, logger="vdlib.coevolution"):
+    with caplog.at_level(logging.INFO, logger="vdlib.loop.coevolution"):
         result = run(tiny_params(tmp_path))
     started = [r.getMessage() for r in caplog.records if r.getMessage().endswith(": started")]
     assert started == [f"t/seed0 | iteration 1/1 | stage {k}/{len(STAGES)} {s}: started"
@@ -142,7 +142,7 @@ def test_resume_after_a_real_kill_equals_an_uninterrupted_run(tmp_path):
 
 
 def test_merge_rank_records_orders_by_call_rank_index():
-    from vdlib.distributed import merge_rank_records
+    from vdlib.loop.distributed import merge_rank_records
 
     r0 = [{"call": c, "index": i} for c in range(2) for i in range(2)]
     r1 = [{"call": c, "index": i} for c in range(2) for i in range(2)]
@@ -158,10 +158,10 @@ def test_rank_gating(tmp_path, monkeypatch, rank):
     writes timing / manifest; the barrier closes every stage."""
     import dataclasses
 
-    import vdlib.coevolution as co
-    import vdlib.model_store as ms
-    from vdlib.coevolution import Loop
-    from vdlib.model_store import ModelStore
+    import vdlib.loop.coevolution as co
+    import vdlib.loop.model_store as ms
+    from vdlib.loop.coevolution import Loop
+    from vdlib.loop.model_store import ModelStore
 
     barriers = []
     for mod in (co, ms):
@@ -198,7 +198,7 @@ def test_rank_gating(tmp_path, monkeypatch, rank):
 
 
 def test_generation_stages_keep_model_dtype_training_loads_fp32(tmp_path, monkeypatch):
-    import vdlib.model_store as ms
+    import vdlib.loop.model_store as ms
 
     calls = []
     monkeypatch.setattr(ms, "load_model", lambda path, dtype, device, cache_dir: calls.append(
@@ -216,7 +216,7 @@ def test_process_helpers_under_two_real_processes(tmp_path):
     script = tmp_path / "dist_check.py"
     script.write_text(
         "import json, sys\n"
-        "from vdlib.distributed import (init_distributed, rank, world_size, barrier,\n"
+        "from vdlib.loop.distributed import (init_distributed, rank, world_size, barrier,\n"
         "    broadcast_from_main, gather_to_main, merge_rank_records, shutdown_distributed)\n"
         "init_distributed()\n"
         "barrier()\n"
@@ -255,7 +255,7 @@ def test_packaged_warm_start_examples_equal_reasoning_gym(monkeypatch):
     the same triples reasoning-gym gives for every packaged (examples, seed)."""
     import sys
 
-    from vdlib import warm_start
+    from vdlib.loop import warm_start
 
     for n, seed in warm_start.PACKAGED_KEYS:
         assert warm_start.format_examples(n, seed) == warm_start._generate_examples(n, seed, 45,
@@ -270,8 +270,8 @@ def test_packaged_warm_start_examples_equal_reasoning_gym(monkeypatch):
 def test_warm_start_target_loss_equals_the_models_own_loss():
     """The warm-start's loss (output layer on the target positions only) is the causal-LM loss
     transformers computes from ``labels`` over every position, and so is its gradient."""
-    from vdlib.models import load_model
-    from vdlib.warm_start import target_loss
+    from vdlib.engines.models import load_model
+    from vdlib.loop.warm_start import target_loss
 
     model, _ = load_model("tiny-random", dtype="float32", device="cpu")
     g = torch.Generator().manual_seed(0)

@@ -1,4 +1,4 @@
-"""vdlib.stats.compare_seeds, the one arm-vs-arm comparison over seeds (issue 27, item 4):
+"""vdlib.utils.stats.compare_seeds, the one arm-vs-arm comparison over seeds (issue 27, item 4):
 Welch's t against scipy.stats.ttest_ind(equal_var=False), the paired t against ttest_rel, the
 exact permutation p-values against enumeration."""
 
@@ -11,7 +11,7 @@ import statistics
 import pytest
 from scipy import stats
 
-from vdlib.stats import ALPHA, compare_seeds
+from vdlib.utils.stats import ALPHA, compare_seeds
 
 #: fixed data: five seeds of a baseline and a VD arm (the VD arm lacks seed 4, has seed 5)
 BASE = {0: 0.482, 1: 0.371, 2: 0.298, 3: 0.405, 4: 0.350}

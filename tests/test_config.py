@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vdlib.config import (
+from vdlib.config.experiment import (
     PROFILE_PRESETS,
     ConfigError,
     ExperimentConfig,
@@ -192,7 +192,7 @@ def test_docs_config_table_is_current():
     import io
     from contextlib import redirect_stdout
 
-    from vdlib.cli import main
+    from vdlib.app.cli import main
 
     buf = io.StringIO()
     with redirect_stdout(buf):
@@ -202,13 +202,13 @@ def test_docs_config_table_is_current():
 
 
 def test_importing_the_config_loads_no_heavy_package():
-    """`import vdlib.config` (and the sections it declares) must stay light: notebooks and the
+    """`import vdlib.config.experiment` (and the sections it declares) must stay light: notebooks and the
     CLI validate params before torch, datasets or vLLM load."""
     import subprocess
     import sys
 
     code = ("import sys, vdlib.config; heavy = [m for m in ('torch', 'datasets', 'transformers', "
-            "'vllm', 'vdlib.evaluation', 'vdlib.models') if m in sys.modules]; print(heavy)")
+            "'vllm', 'vdlib.evaluation', 'vdlib.engines.models') if m in sys.modules]; print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 

@@ -1,7 +1,7 @@
-"""The run's engine (``engine.lifetime: run``, vdlib.engine_lifetime) on CPU, over a fake
+"""The run's engine (``engine.lifetime: run``, vdlib.engines.engine_lifetime) on CPU, over a fake
 ``vllm.LLM`` that records every call: when the engine starts, wakes, receives weights and
-sleeps; what it receives; TRL's handle; the wiring through vdlib.vllm_backend, vdlib.trainer
-and vdlib.model_store; the config key. No vLLM, no GPU, no network."""
+sleeps; what it receives; TRL's handle; the wiring through vdlib.engines.vllm_backend, vdlib.loop.trainer
+and vdlib.loop.model_store; the config key. No vLLM, no GPU, no network."""
 
 from __future__ import annotations
 
@@ -19,21 +19,21 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-import vdlib.engine_lifetime as el
-import vdlib.model_store as ms
-import vdlib.vllm_backend as vb
-import vdlib.vllm_engine as ve
-from vdlib.config import ConfigError, EngineConfig, load_params, to_dict
-from vdlib.engine_lifetime import (
+import vdlib.engines.engine_lifetime as el
+import vdlib.engines.vllm_backend as vb
+import vdlib.engines.vllm_engine as ve
+import vdlib.loop.model_store as ms
+from vdlib.config.experiment import ConfigError, EngineConfig, load_params, to_dict
+from vdlib.engines.engine_lifetime import (
     RunEngine,
     SharedVLLMEngine,
     checkpoint_tensors,
     local_checkpoint,
     same_architecture,
 )
-from vdlib.generation import GenerationBatch
-from vdlib.run_state import NOT_FINGERPRINTED, config_fingerprint
-from vdlib.trainer import release_rollout_engine
+from vdlib.engines.generation import GenerationBatch
+from vdlib.loop.run_state import NOT_FINGERPRINTED, config_fingerprint
+from vdlib.loop.trainer import release_rollout_engine
 
 # ----------------------------------------------------------------------------- fakes
 
@@ -516,7 +516,7 @@ def test_masked_trainer_hands_trl_the_factorys_engine(monkeypatch, fake_vllm, to
     import trl
     import trl.generation.vllm_generation as trl_vllm
 
-    from vdlib.trainer import MaskedGRPOTrainer
+    from vdlib.loop.trainer import MaskedGRPOTrainer
 
     monkeypatch.setattr(trl_vllm, "LLM", lambda **kw: pytest.fail("TRL's own engine"),
                         raising=False)
@@ -568,7 +568,7 @@ def test_lifetime_falls_back_to_stage_where_run_cannot_apply(tmp_path, monkeypat
     store = _store(tmp_path)
     _roles(store, monkeypatch, tiny_dir, tiny_dir)
     assert store.use_cpu
-    with caplog.at_level(logging.INFO, logger="vdlib.model_store"):
+    with caplog.at_level(logging.INFO, logger="vdlib.loop.model_store"):
         assert store.lifetime() == "stage"  # CPU
         assert store.lifetime() == "stage"
     said = [r.getMessage() for r in caplog.records if "engine.lifetime" in r.getMessage()]

@@ -7,7 +7,7 @@ A two-iteration SmolLM2 run (VD75, format warm-start, a learning rate large enou
 training step changes the bf16 weights) goes through the loop in two processes: the first is
 stopped before iteration 2 starts, the second resumes it from disk. With
 ``$VDLIB_ENGINE_FRESHNESS`` set, the engine records what it samples from at every push
-(vdlib.engine_lifetime). The test then checks each hand-over:
+(vdlib.engines.engine_lifetime). The test then checks each hand-over:
 
 - vdlib's pushes, in the loop's order: the frozen solver of t-1 (the proposer reward), the
   proposer of t (generation), the solver of t-1 (scoring), at t = 1 and, after the resume, t = 2;
@@ -58,8 +58,8 @@ CONFIG = {
 
 SCRIPT = """
 import json, sys
-from vdlib import coevolution
-from vdlib.arms import arm_params
+from vdlib.loop import coevolution
+from vdlib.loop.arms import arm_params
 cfg = arm_params(json.loads(sys.argv[1]), "vd75")
 stop = sys.argv[2] == "stop"
 def on_stage(t, stage):
@@ -78,7 +78,7 @@ def _run(cfg: dict, mode: str, log: Path, tmp: Path) -> int:
 
 @torch.no_grad()
 def _hf_view(path: str, tokenizer, prompts) -> tuple[list[list[float]], dict[str, float]]:
-    from vdlib.models import load_model
+    from vdlib.engines.models import load_model
 
     model, _ = load_model(path, dtype="bfloat16", device="cuda")
     out = []
@@ -102,8 +102,8 @@ def _diff(a: list[list[float]], b: list[list[float]]) -> tuple[float, float]:
 
 
 def test_the_run_engine_samples_the_weights_each_stage_must_use(tmp_path):
-    from vdlib.engine_lifetime import FRESHNESS_PROMPTS
-    from vdlib.models import load_tokenizer
+    from vdlib.engines.engine_lifetime import FRESHNESS_PROMPTS
+    from vdlib.engines.models import load_tokenizer
 
     cfg = {**CONFIG, "output_dir": str(tmp_path / "outputs")}
     log = tmp_path / "freshness.jsonl"

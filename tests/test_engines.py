@@ -12,18 +12,18 @@ import types
 import pytest
 import torch
 
-from vdlib import vllm_backend as vb
-from vdlib.config import ConfigError, EngineConfig, load_params
-from vdlib.engines import (
+from vdlib.config.experiment import ConfigError, EngineConfig, load_params
+from vdlib.engines import vllm_backend as vb
+from vdlib.engines.generation import HFEngine
+from vdlib.engines.setting import (
     open_engine,
     rollout_llm_kwargs,
     rollout_mode,
     trl_vllm_args,
     vllm_max_len,
 )
-from vdlib.generation import HFEngine
-from vdlib.trainer import check_rollouts_masked
-from vdlib.vocab_dropout import VocabDropout
+from vdlib.loop.trainer import check_rollouts_masked
+from vdlib.method.vocab_dropout import VocabDropout
 
 
 def test_hf_engine_per_stage_generates_and_is_released():
@@ -60,8 +60,8 @@ def test_kv_cache_sizes_reach_every_engine_vdlib_starts(monkeypatch):
     TRL's colocated LLM, through a patch of TRL's module that is undone afterwards."""
     import trl.generation.vllm_generation as trl_vllm
 
-    import vdlib.vllm_backend as backend
-    import vdlib.vllm_engine as vengine
+    import vdlib.engines.vllm_backend as backend
+    import vdlib.engines.vllm_engine as vengine
 
     built = []
     monkeypatch.setattr(backend, "build_llm", lambda path, **kw: built.append(kw) or object())
@@ -101,7 +101,7 @@ def test_server_flat_mask_args_round_trip():
 
 
 def test_server_engine_spreads_requests_over_several_servers(tokenizer):
-    from vdlib.serving import ServerEngine
+    from vdlib.engines.serving import ServerEngine
 
     engine = ServerEngine(["http://a:1/", "http://b:2"], "m", tokenizer, concurrency=4)
     seen = []
@@ -117,8 +117,8 @@ def test_server_engine_spreads_requests_over_several_servers(tokenizer):
 
 
 def test_server_engine_sends_every_batch_at_once_with_its_own_seed_and_mask(tokenizer):
-    from vdlib.generation import GenerationBatch
-    from vdlib.serving import ServerEngine
+    from vdlib.engines.generation import GenerationBatch
+    from vdlib.engines.serving import ServerEngine
 
     vd = VocabDropout.from_sizes(n_real=50, vocab_width=64, alpha=0.5, protected=[0])
     allowed = vd.sample(7).nonzero().flatten().tolist()
@@ -206,8 +206,8 @@ def test_each_stage_samples_from_the_checkpoint_the_previous_stage_saved(tmp_pat
     training."""
     from test_coevolution import tiny_params
 
-    import vdlib.coevolution as co
-    import vdlib.model_store as ms
+    import vdlib.loop.coevolution as co
+    import vdlib.loop.model_store as ms
 
     opened: list[tuple[str, bool]] = []
     live = []

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from vdlib import evaluation as ev
-from vdlib.config import KNOWN_BENCHMARKS
-from vdlib.generation import Sample
-from vdlib.parsing import COT_SUFFIX
+from vdlib.config.experiment import KNOWN_BENCHMARKS
+from vdlib.engines.generation import Sample
+from vdlib.method.parsing import COT_SUFFIX
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "benchmarks"
 MATH_BENCHMARKS = ("gsm8k", "math500", "amc23", "olympiadbench", "aime24", "aime25", "minerva")
@@ -357,7 +357,7 @@ def test_max_context_budget(fixture_dir, tokenizer):
 
 
 def test_cli_eval_tiny(tmp_path, capsys):
-    from vdlib.cli import main
+    from vdlib.app.cli import main
 
     out = tmp_path / "ev"
     rc = main(["eval", "--model", "tiny-random", "--benchmarks", "gsm_symbolic", "--runs", "2",
@@ -370,7 +370,7 @@ def test_cli_eval_tiny(tmp_path, capsys):
 
 def _no_engine(monkeypatch):
     """Make opening an engine (loading a model) fail the test."""
-    import vdlib.engines
+    import vdlib.engines.setting
 
     def refuse(*a, **k):
         raise AssertionError("a model was loaded")
@@ -385,7 +385,7 @@ def _no_engine(monkeypatch):
     (["--device", "tpu"], ["model.device"]),
 ])
 def test_cli_eval_bad_arguments_fail_before_any_model_loads(monkeypatch, capsys, argv, words):
-    from vdlib.cli import main
+    from vdlib.app.cli import main
 
     _no_engine(monkeypatch)
     assert main(["eval", "--model", "tiny-random", *argv]) == 2
@@ -399,8 +399,8 @@ def test_cli_eval_defaults_are_the_config_evaluation_section(tmp_path):
     profile's, a profile's, or a params file's); flags override single keys."""
     import dataclasses
 
-    from vdlib.cli import build_parser, eval_config
-    from vdlib.config import EvaluationConfig, load_params
+    from vdlib.app.cli import build_parser, eval_config
+    from vdlib.config.experiment import EvaluationConfig, load_params
 
     def cfg(*argv):
         return eval_config(build_parser().parse_args(["eval", "--model", "m", *argv]))
@@ -417,7 +417,7 @@ def test_cli_eval_defaults_are_the_config_evaluation_section(tmp_path):
     # every evaluation key has a flag, and evaluate() defaults to the same values
     import inspect
 
-    from vdlib.cli import EVAL_FLAG_KEYS
+    from vdlib.app.cli import EVAL_FLAG_KEYS
 
     # keys only the notebooks' tables read (how seeds pool, which tables evaluate once, the
     # out-of-domain table's benchmarks, the judge) need no flag of `vdlib eval`

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
-from vdlib import experiments as ex
-from vdlib.artifacts import write_jsonl
-from vdlib.config import load_params
+from vdlib.config.experiment import load_params
 from vdlib.evaluation import BenchmarkResult, EvalSummary
+from vdlib.report import experiments as ex
+from vdlib.utils.artifacts import write_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -141,7 +141,7 @@ def test_grid_evaluation_and_resume(tmp_path):
 
 
 def test_single_policy_run_with_mask(tmp_path):
-    from vdlib.policy import run_single_policy
+    from vdlib.loop.policy import run_single_policy
 
     cfg = load_params(tiny(tmp_path, arms=["baseline", "vd95"], experiment="sp"))
     runs = ex.run_grid(cfg, runner=run_single_policy)
@@ -157,7 +157,7 @@ def test_single_policy_run_with_mask(tmp_path):
 
 
 def test_transfer_trains_a_fresh_model_on_the_verified_set(tmp_path):
-    from vdlib.policy import train_transfer
+    from vdlib.loop.policy import train_transfer
 
     cfg = load_params(tiny(tmp_path))
     data = tmp_path / "curriculum.jsonl"
@@ -195,7 +195,7 @@ def test_transfer_grid_and_composition_from_a_finished_run(tmp_path):
 
 
 def test_local_verifier_caches_and_counts(tmp_path):
-    from vdlib.verification import LocalVerifier, make_verifier
+    from vdlib.evaluation.verification import LocalVerifier, make_verifier
 
     cfg = load_params(tiny(tmp_path))
     v = make_verifier(cfg.verification, "transfer", cache_dir=str(tmp_path / "cache"))
@@ -209,7 +209,7 @@ def test_local_verifier_caches_and_counts(tmp_path):
 
 
 def test_make_verifier_openai_settings(tmp_path):
-    from vdlib.verification import LocalVerifier, make_verifier
+    from vdlib.evaluation.verification import LocalVerifier, make_verifier
 
     cfg = load_params({"verification": {"max_calls": 3}})
     v = make_verifier(cfg.verification, "transfer", cache_dir=str(tmp_path))

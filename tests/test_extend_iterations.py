@@ -9,12 +9,12 @@ import json
 import pytest
 from test_coevolution import tiny_params
 
-from vdlib import layout
-from vdlib.coevolution import run, stage_key
-from vdlib.config import load_params
-from vdlib.run_start import start_run
-from vdlib.run_state import RunConfigMismatch, claim_run, update_manifest
-from vdlib.stages import STAGES
+from vdlib.config import layout
+from vdlib.config.experiment import load_params
+from vdlib.loop.coevolution import run, stage_key
+from vdlib.loop.run_start import start_run
+from vdlib.loop.run_state import RunConfigMismatch, claim_run, update_manifest
+from vdlib.loop.stages import STAGES
 
 ANNEAL = {"vocab_dropout": {"schedule": "linear", "alpha": 0.75, "alpha_final": 1.0}}
 
@@ -49,7 +49,7 @@ def test_a_finished_run_with_a_fixed_alpha_is_extended_and_keeps_its_iterations(
     assert load_params(layout.config_path(first.run_dir)).iterations == 2
     records = json.loads(layout.manifest_path(first.run_dir).read_text())["stages"]
     assert {stage_key(t, s) for t in (1, 2) for s in STAGES} <= set(records)
-    from vdlib.status import collect_status
+    from vdlib.grid.status import collect_status
 
     (status,) = collect_status(tmp_path)
     assert (status.state, status.stages_done, status.iterations) == ("done", 2 * len(STAGES), 2)

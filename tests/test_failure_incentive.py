@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from vdlib.arms import ARMS, arm_names, arm_params
-from vdlib.bleu_penalty import bleu_cluster_penalty
-from vdlib.config import ConfigError, load_params, to_dict
-from vdlib.registry import UnknownNameError
-from vdlib.rewards import total_proposer_reward
-from vdlib.settings_tables import settings_table
+from vdlib.config.experiment import ConfigError, load_params, to_dict
+from vdlib.loop.arms import ARMS, arm_names, arm_params
+from vdlib.method.bleu_penalty import bleu_cluster_penalty
+from vdlib.method.rewards import total_proposer_reward
+from vdlib.report.settings_tables import settings_table
+from vdlib.utils.registry import UnknownNameError
 
 # one GRPO group: an in-window question, two distinct out-of-window ones, one parse failure
 QUESTIONS = ["What is 17 times 23 plus 5?", "Name the capital of France please.",

@@ -12,10 +12,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from vdlib import tables
-from vdlib.artifacts import read_jsonl, write_jsonl
-from vdlib.config import MetricsConfig, VerificationConfig, load_params
-from vdlib.curriculum_tables import annealing_table
+from vdlib.config.experiment import MetricsConfig, VerificationConfig, load_params
+from vdlib.evaluation.verifier import Verifier
 from vdlib.metrics.bootstrap import (
     bootstrap_se,
     item_bootstrap_se,
@@ -23,8 +21,10 @@ from vdlib.metrics.bootstrap import (
     pairwise_cosine_distances,
 )
 from vdlib.metrics.diversity import mean_pairwise_cosine_distance
-from vdlib.paper_values import paper_values
-from vdlib.verifier import Verifier
+from vdlib.report import tables
+from vdlib.report.curriculum_tables import annealing_table
+from vdlib.report.paper_values import paper_values
+from vdlib.utils.artifacts import read_jsonl, write_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILES = ("tiny", "gpu", "paper")
@@ -83,7 +83,7 @@ def test_transfer_verifies_the_band_filtered_curriculum_by_default(tmp_path):
         for arm in ("baseline", "vd75"):
             frac = wp[scale][arm]["correct"] / wp[scale][arm]["filter_pass"]
             assert 0.2 <= frac <= 0.33, (scale, arm, frac)
-    from vdlib.verification import build_transfer_dataset
+    from vdlib.evaluation.verification import build_transfer_dataset
 
     run = _run(tmp_path)
     v = Oracle(tmp_path / "cache")
@@ -166,7 +166,7 @@ def test_curriculum_tables_cover_both_scales_with_the_papers_encoders():
 
 
 def test_scale_labels_match_the_papers_groups():
-    from vdlib.curriculum_sets import scale_label
+    from vdlib.report.curriculum_sets import scale_label
 
     assert scale_label("Qwen/Qwen3-4B-Base") == "Qwen3-4B"
     assert set(paper_values("tab:nli_diversity")["data"]) == {
@@ -227,9 +227,9 @@ TEXTS = ["What is 2 + 3?", "A train travels 60 km in 1.5 hours; find its speed."
 
 def test_set_diversity_computes_the_tables_columns(tmp_path, monkeypatch):
     monkeypatch.setenv("VDLIB_CACHE_DIR", str(tmp_path))
-    from vdlib.curriculum_sets import set_diversity
     from vdlib.metrics.embeddings import embed
     from vdlib.metrics.nli import nli_diversity
+    from vdlib.report.curriculum_sets import set_diversity
 
     out = set_diversity(TEXTS, _metrics(), seed=0, device="cpu")
     assert out["n"] == 4
@@ -248,9 +248,9 @@ def test_composition_and_diversity_frames_of_a_run(tmp_path, monkeypatch):
     """App. "Curriculum diversity controlling for correctness": "NLI logical diversity on the
     well-posed subset also favors VD75, by +0.12 at 4B and +0.03 at 8B"."""
     monkeypatch.setenv("VDLIB_CACHE_DIR", str(tmp_path / "cache"))
-    import vdlib.verification as verification
-    from vdlib.curriculum_sets import composition_frame, diversity_frame
+    import vdlib.evaluation.verification as verification
     from vdlib.metrics.nli import nli_diversity
+    from vdlib.report.curriculum_sets import composition_frame, diversity_frame
 
     run = _run(tmp_path)
     (run / "config.yaml").write_text("model: {proposer: Qwen/Qwen3-8B-Base}\n")

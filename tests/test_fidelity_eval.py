@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vdlib import tables
-from vdlib.artifacts import write_jsonl
-from vdlib.config import EvaluationConfig, load_params
+from vdlib.config.experiment import EvaluationConfig, load_params
 from vdlib.evaluation import BenchmarkResult, EvalSummary, load_benchmark, pool_runs
 from vdlib.evaluation.judged import JUDGE_PROMPT, judge_evaluation, load_judge_meta
-from vdlib.paper_values import paper_cells
+from vdlib.report import tables
+from vdlib.report.paper_values import paper_cells
+from vdlib.utils.artifacts import write_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
 DENOMINATOR = {"aime24": 30, "aime25": 30, "amc23": 40}

@@ -11,13 +11,13 @@ import copy
 import pytest
 import torch
 
-from vdlib.arms import arm_params
-from vdlib.config import GRPOConfig, ScoringConfig, VocabDropoutConfig, load_params
-from vdlib.generation import Sample
-from vdlib.grpo import kl_cov_loss, token_mean
-from vdlib.trainer import ProposerReward, trl_args
-from vdlib.vllm_backend import RequestMasks, extra_args, parse_extra_args
-from vdlib.vocab_dropout import VocabDropout, phase_mask, protected_token_ids
+from vdlib.config.experiment import GRPOConfig, ScoringConfig, VocabDropoutConfig, load_params
+from vdlib.engines.generation import Sample
+from vdlib.engines.vllm_backend import RequestMasks, extra_args, parse_extra_args
+from vdlib.loop.arms import arm_params
+from vdlib.loop.trainer import ProposerReward, trl_args
+from vdlib.method.grpo import kl_cov_loss, token_mean
+from vdlib.method.vocab_dropout import VocabDropout, phase_mask, protected_token_ids
 
 # ----------------------------------------------------------------------------- 1. KL-Cov
 

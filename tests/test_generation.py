@@ -6,8 +6,8 @@ import pytest
 import torch
 from transformers import LogitsProcessor
 
-from vdlib.generation import HFEngine, Sample, eos_token_ids
-from vdlib.prompts import proposer_prompt, solver_prompt
+from vdlib.engines.generation import HFEngine, Sample, eos_token_ids
+from vdlib.method.prompts import proposer_prompt, solver_prompt
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +131,7 @@ def test_rounds_drop_finished_rows(tiny_model_and_tokenizer, prompts, caplog):
     model, tok = tiny_model_and_tokenizer
     rounds = HFEngine(model, tok, batch_size=4, show_progress=False, round_tokens=4)
     forced = [ForceToken(tok.eos_token_id, at=2)]
-    with caplog.at_level("INFO", logger="vdlib.generation"):
+    with caplog.at_level("INFO", logger="vdlib.engines.generation"):
         out = rounds.generate(prompts, n=2, max_new_tokens=12, seed=0,
                               logits_processors=forced)
     assert all(s.finish_reason == "stop" and len(s.token_ids) == 3 for s in out)

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vdlib.generation import Sample
-from vdlib.grading import is_equivalent, majority_vote, normalize_answer
-from vdlib.rewards import proposer_reward, solver_reward, total_proposer_reward
-from vdlib.scoring import score_questions
+from vdlib.engines.generation import Sample
+from vdlib.loop.scoring import score_questions
+from vdlib.method.grading import is_equivalent, majority_vote, normalize_answer
+from vdlib.method.rewards import proposer_reward, solver_reward, total_proposer_reward
 
 EQUIVALENT = [
     ("\\frac{\\sqrt{3}}{2}", "\\frac{\\sqrt{3}}{2}"),  # bare LaTeX matches itself
@@ -71,7 +71,7 @@ def test_works_in_worker_threads():
                                   ("99999999999999999999", "99999999999999999998")])
 def test_integer_fast_path_agrees_with_math_verify(pair):
     """Two plain integers are compared as integers, without sympy; math-verify agrees."""
-    from vdlib.grading import _verify_here
+    from vdlib.method.grading import _verify_here
 
     a, b = pair
     assert is_equivalent(a, b) == _verify_here(a, b, 5)
@@ -190,7 +190,7 @@ def test_score_questions(tokenizer):
 
 
 def test_score_questions_with_the_tiny_model(tiny_model_and_tokenizer):
-    from vdlib.generation import HFEngine
+    from vdlib.engines.generation import HFEngine
 
     model, tok = tiny_model_and_tokenizer
     engine = HFEngine(model, tok, show_progress=False)
@@ -225,7 +225,7 @@ def _stuck_compare(gold, pred, timeout):
 
 
 def test_a_comparison_stuck_beyond_the_alarm_is_killed_and_the_helper_restarts():
-    from vdlib.grading import _HelperProcess
+    from vdlib.method.grading import _HelperProcess
 
     helper = _HelperProcess(compare=_stuck_compare)
     try:
@@ -240,7 +240,7 @@ def test_a_comparison_stuck_beyond_the_alarm_is_killed_and_the_helper_restarts()
 def test_majority_vote_compares_a_timed_out_answer_as_a_string_only(monkeypatch):
     """One stuck comparison, not one per later answer: 'stuck' and the head it met are then
     matched by string equality only."""
-    from vdlib import grading
+    from vdlib.method import grading
 
     helper = grading._HelperProcess(compare=_stuck_compare)
     monkeypatch.setattr(grading, "_HELPER", helper)
@@ -291,7 +291,7 @@ def test_a_script_without_a_main_guard_can_compare(tmp_path):
     from pathlib import Path
 
     script = tmp_path / "top_level.py"
-    script.write_text("from vdlib.grading import is_equivalent\n"
+    script.write_text("from vdlib.method.grading import is_equivalent\n"
                       "print(is_equivalent('\\\\frac{1}{2}', '0.5'), "
                       "is_equivalent('\\\\sqrt{4}', '3'))\n")
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
@@ -311,7 +311,7 @@ def _noisy_compare(gold, pred, timeout):
 
 
 def test_output_printed_by_the_comparison_cannot_shift_the_answers():
-    from vdlib.grading import _HelperProcess
+    from vdlib.method.grading import _HelperProcess
 
     helper = _HelperProcess(compare=_noisy_compare)
     try:
@@ -326,8 +326,8 @@ def test_majority_votes_over_threads_equal_one_vote_at_a_time(monkeypatch):
     keeps its helper processes for the next call."""
     import random
 
-    from vdlib import grading
-    from vdlib.grading import majority_votes
+    from vdlib.method import grading
+    from vdlib.method.grading import majority_votes
 
     made = []
 
@@ -356,7 +356,7 @@ def test_majority_votes_over_threads_equal_one_vote_at_a_time(monkeypatch):
 
 
 def test_vote_workers_reads_its_variable_and_rejects_bad_values(monkeypatch):
-    from vdlib.grading import vote_workers
+    from vdlib.method.grading import vote_workers
 
     monkeypatch.setenv("VDLIB_VOTE_WORKERS", "3")
     assert vote_workers() == 3

@@ -1,4 +1,4 @@
-"""vdlib.grpo against slow, obvious references (Python loops over tokens and groups)."""
+"""vdlib.method.grpo against slow, obvious references (Python loops over tokens and groups)."""
 
 import inspect
 import math
@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vdlib import grpo
+from vdlib.method import grpo
 
 SHAPES = [(1, 1), (2, 3), (3, 7), (5, 16), (8, 40)]
 

@@ -18,10 +18,10 @@ import torch
 from datasets import Dataset
 from transformers import TrainerCallback
 
-from vdlib.config import ConfigError, GRPOConfig, load_params
-from vdlib.models import load_model
-from vdlib.prompts import proposer_prompt
-from vdlib.trainer import COV_OLD_LOGPROBS, MaskedGRPOTrainer, trl_args
+from vdlib.config.experiment import ConfigError, GRPOConfig, load_params
+from vdlib.engines.models import load_model
+from vdlib.loop.trainer import COV_OLD_LOGPROBS, MaskedGRPOTrainer, trl_args
+from vdlib.method.prompts import proposer_prompt
 
 G = GRPOConfig(global_batch_size=1, rollout_batch_size=1, num_generations=4,
                micro_batch_size_update=2, micro_batch_size_experience=4, max_response_length=8,

@@ -1,4 +1,4 @@
-"""Grid launchers (vdlib.launch): GPU slots, a local launcher that isolates failures, submitit's
+"""Grid launchers (vdlib.grid.launch): GPU slots, a local launcher that isolates failures, submitit's
 local executor standing in for SLURM, and re-submitted grids that skip finished runs."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from test_coevolution import tiny_params
 
-from vdlib import layout
-from vdlib.cli import main
-from vdlib.config import load_params
-from vdlib.launch import (
+from vdlib.app.cli import main
+from vdlib.config import layout
+from vdlib.config.experiment import load_params
+from vdlib.grid.launch import (
     LocalLauncher,
     format_plan,
     format_results,
@@ -101,7 +101,7 @@ def test_the_dry_run_plan_shows_states_gpus_and_waves(tmp_path, capsys):
 
 def test_slurm_parameters_come_from_the_launcher_section():
     pytest.importorskip("submitit")
-    from vdlib.launch import slurm_parameters
+    from vdlib.grid.launch import slurm_parameters
 
     cfg = load_params({"profile": "tiny", "launcher": {"gpus_per_run": 2, "slurm": {
         "partition": "gpu", "time_min": 90, "mem_gb": 64, "extra": ["qos=high", "foo=bar"]}}})
@@ -132,7 +132,7 @@ def test_submitit_runs_a_grid_and_a_resubmitted_grid_skips_finished_runs(tmp_pat
 
 
 def test_slot_ports_and_the_multi_gpu_command(monkeypatch):
-    from vdlib.launch import _default_command, slot_port
+    from vdlib.grid.launch import _default_command, slot_port
 
     monkeypatch.delenv("VDLIB_GRID_PORT_BASE", raising=False)
     assert [slot_port(i) for i in range(3)] == [29600, 29601, 29602]
@@ -152,9 +152,9 @@ def test_slot_ports_and_the_multi_gpu_command(monkeypatch):
 _LOCKING_RUN = """
 import os, signal, subprocess, sys, time
 from pathlib import Path
-from vdlib.config import load_params
-from vdlib.layout import run_path
-from vdlib.run_state import RunLock
+from vdlib.config.experiment import load_params
+from vdlib.config.layout import run_path
+from vdlib.loop.run_state import RunLock
 params = sys.argv[1]
 lock = RunLock(run_path(load_params(params))).acquire()
 helper = subprocess.Popen([sys.executable, "-c",
@@ -172,9 +172,9 @@ sys.exit(0)
 # `vdlib grid` with that stand-in as each run's command (cli.exit_on_sigterm as in vdlib).
 _GRID = """
 import logging, sys
-from vdlib.cli import exit_on_sigterm
-from vdlib.config import load_params
-from vdlib.launch import LocalLauncher, format_results, plan_grid
+from vdlib.app.cli import exit_on_sigterm
+from vdlib.config.experiment import load_params
+from vdlib.grid.launch import LocalLauncher, format_results, plan_grid
 exit_on_sigterm()
 logging.basicConfig(level=logging.INFO)
 cfg = load_params(sys.argv[1])
@@ -261,8 +261,8 @@ def test_sigterm_to_a_grid_stops_every_run_and_leaves_no_process(tmp_path):
 def _sigterm_checks(grid, cfg) -> None:
     import signal
 
-    from vdlib.run_state import RunLock
-    from vdlib.status import lock_holder
+    from vdlib.grid.status import lock_holder
+    from vdlib.loop.run_state import RunLock
 
     pid_files = [Path(str(layout.grid_params_path(cfg.output_dir, cfg.experiment, name))
                       + ".pids") for name in ("baseline-seed0", "vd75-seed0")]
@@ -299,7 +299,7 @@ def test_two_grids_on_one_folder_report_busy_not_failed(tmp_path, capsys):
 
 
 def _two_grid_checks(first, cfg, path, capsys) -> None:
-    from vdlib.progress import BUSY_EXIT, PAUSED_EXIT
+    from vdlib.loop.progress import BUSY_EXIT, PAUSED_EXIT
 
     params = {n: layout.grid_params_path(cfg.output_dir, cfg.experiment, n)
               for n in ("baseline-seed0", "vd75-seed0")}
@@ -333,8 +333,8 @@ def _two_grid_checks(first, cfg, path, capsys) -> None:
 def test_vdlib_run_on_a_busy_folder_exits_with_the_busy_status(tmp_path, capsys):
     import yaml
 
-    from vdlib.progress import BUSY_EXIT
-    from vdlib.run_state import RunLock
+    from vdlib.loop.progress import BUSY_EXIT
+    from vdlib.loop.run_state import RunLock
 
     path = tmp_path / "p.yaml"
     path.write_text(yaml.safe_dump(_grid(tmp_path, arms=())))
@@ -370,7 +370,7 @@ def test_a_failed_slurm_run_shows_its_own_one_line_error(tmp_path, monkeypatch):
                        "model": {"proposer": "someorg/not-cached-anywhere"},
                        "launcher": {"gpus_per_run": 0}})
     runs = plan_grid(cfg)
-    from vdlib.run_state import RunLock
+    from vdlib.loop.run_state import RunLock
 
     with RunLock(runs[1].run_dir):  # vd75 is busy in another process
         runs = slurm_launch(runs, cfg, cluster="local", poll_s=0.1)
@@ -386,12 +386,12 @@ def test_a_failed_slurm_run_shows_its_own_one_line_error(tmp_path, monkeypatch):
 
 
 def test_job_error_takes_the_runs_line_from_submitits_trace():
-    from vdlib.launch import job_error
+    from vdlib.grid.launch import job_error
 
     trace = ("Job (task=0) failed during processing with trace:\n----------------------\n"
              "Traceback (most recent call last):\n  File \"x.py\", line 1, in f\n"
              "    raise RunFailed(message) from e\n"
-             "vdlib.launch_slurm.RunFailed: the run's own error\n----------------------\n"
+             "vdlib.grid.launch_slurm.RunFailed: the run's own error\n----------------------\n"
              "You can check full logs with 'job.stderr(0)' and 'job.stdout(0)'or at paths:\n"
              "  - /x/1_0_log.err\n  - /x/1_0_log.out\n")
     assert job_error(RuntimeError(trace), Path("/x/1_0_log.err")) == \
@@ -428,7 +428,7 @@ def test_a_grid_on_a_real_slurm_cluster_survives_scancel_and_resumes(tmp_path):
 
     import yaml
 
-    from vdlib.status import collect_status, lock_holder
+    from vdlib.grid.status import collect_status, lock_holder
 
     root = Path(__file__).resolve().parent.parent
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}

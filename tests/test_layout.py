@@ -1,4 +1,4 @@
-"""Run paths: every name :mod:`vdlib.layout` formats parses back, and the modules that read
+"""Run paths: every name :mod:`vdlib.config.layout` formats parses back, and the modules that read
 runs find what the loop writes."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from vdlib import layout
-from vdlib.arms import arm_params
-from vdlib.config import load_params, save_params, to_dict
-from vdlib.run_start import start_run
-from vdlib.run_state import config_fingerprint
+from vdlib.config import layout
+from vdlib.config.experiment import load_params, save_params, to_dict
+from vdlib.loop.arms import arm_params
+from vdlib.loop.run_start import start_run
+from vdlib.loop.run_state import config_fingerprint
 
 
 @pytest.mark.parametrize("arm", ["baseline", "vd75", "train_only", "x-seed2", "a b"])
@@ -110,8 +110,8 @@ def test_start_run_keeps_the_start_time_and_other_manifest_entries(tmp_path):
 
 
 def test_readers_use_the_layout(tmp_path):
-    from vdlib.experiments import last_iteration, report_dir
     from vdlib.metrics.run_metrics import arm_and_seed, previous_iteration_dirs, summary_metrics
+    from vdlib.report.experiments import last_iteration, report_dir
 
     cfg = load_params({"output_dir": str(tmp_path), "experiment": "e"})
     made = report_dir(cfg, "nb")

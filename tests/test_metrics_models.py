@@ -16,7 +16,7 @@ import pytest
 import torch
 import yaml
 
-from vdlib.artifacts import atomic_write_json, write_jsonl
+from vdlib.engines.models import ModelUnavailableError, load_model
 from vdlib.metrics import embeddings as E
 from vdlib.metrics.embeddings import MissingAPIKeyError, embed, minilm_path
 from vdlib.metrics.epiplexity import encode_questions, epiplexity
@@ -33,8 +33,8 @@ from vdlib.metrics.run_metrics import (
     summary_metrics,
     write_iteration_metrics,
 )
-from vdlib.models import ModelUnavailableError, load_model
-from vdlib.registry import UnknownNameError
+from vdlib.utils.artifacts import atomic_write_json, write_jsonl
+from vdlib.utils.registry import UnknownNameError
 
 SIMILAR = ["What is the sum of 12 and 30?", "Compute 12 plus 30.",
            "A rectangle has sides 3 and 4; find its diagonal.",

@@ -1,4 +1,4 @@
-"""Tests for vdlib.models: registry, tiny random model, local/Hub loading, packaged SmolLM2."""
+"""Tests for vdlib.engines.models: registry, tiny random model, local/Hub loading, packaged SmolLM2."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from vdlib import models
-from vdlib.models import (
+from vdlib.engines import models
+from vdlib.engines.models import (
     SMOLLM2_GGUF_SHA256,
     ChecksumMismatchError,
     MissingDependencyError,
@@ -22,7 +22,7 @@ from vdlib.models import (
     model_names,
     verify_sha256,
 )
-from vdlib.registry import UnknownNameError
+from vdlib.utils.registry import UnknownNameError
 
 
 @pytest.fixture(scope="session")

@@ -9,11 +9,11 @@ import papermill
 import pytest
 import yaml
 
-from vdlib.cli import notebook_params_file
-from vdlib.config import load_params, to_dict
-from vdlib.layout import executed_notebook_path
-from vdlib.notebooks import is_complete, plan_jobs
-from vdlib.report import open_report, summary_matches, summary_path
+from vdlib.app.cli import notebook_params_file
+from vdlib.app.notebooks import is_complete, plan_jobs
+from vdlib.config.experiment import load_params, to_dict
+from vdlib.config.layout import executed_notebook_path
+from vdlib.report.notebook import open_report, summary_matches, summary_path
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -217,7 +217,7 @@ def smoke_params(nb: Path, out: Path) -> dict:
 def executed(tmp_path_factory):
     """Every experiment notebook (01-06) executed in order with smoke params into one output
     folder (03 and 06 read the runs 01 made, as in a real batch). Returns (outputs, copies)."""
-    from vdlib.notebooks import run_notebooks
+    from vdlib.app.notebooks import run_notebooks
 
     tmp = tmp_path_factory.mktemp("notebooks")
     params_dir = tmp / "params"
@@ -397,7 +397,7 @@ def test_notebook_executes_and_writes_its_report(executed, name):
 
 
 def test_second_batch_skips_complete_notebooks(executed, tmp_path):
-    from vdlib.notebooks import run_notebooks
+    from vdlib.app.notebooks import run_notebooks
 
     outputs, copies = executed
     params_dir = outputs.parent / "params"
@@ -416,7 +416,7 @@ def walked(tmp_path_factory):
     """notebooks/07_method_walkthrough.ipynb run by the batch runner with its own tiny params
     (the packaged SmolLM2 on CPU, nothing downloaded). Returns (summary, report folder,
     executed copy)."""
-    from vdlib.notebooks import run_notebooks
+    from vdlib.app.notebooks import run_notebooks
 
     out = tmp_path_factory.mktemp("walkthrough") / "outputs"
     [job] = run_notebooks("tiny", [WALKTHROUGH.stem], ROOT / "notebooks", ROOT / "params", out,
@@ -474,8 +474,8 @@ def test_walkthrough_proposer_reward_is_min_acc_inside_the_window(walked):
 def test_walkthrough_samples_under_the_mask_hold_no_dropped_id(walked):
     import pandas as pd
 
-    from vdlib.models import checkpoint_path, load_tokenizer
-    from vdlib.vocab_dropout import VocabDropout
+    from vdlib.engines.models import checkpoint_path, load_tokenizer
+    from vdlib.method.vocab_dropout import VocabDropout
 
     summary, folder, _ = walked
     mask = summary["mask"]
@@ -505,7 +505,7 @@ def test_walkthrough_samples_under_the_mask_hold_no_dropped_id(walked):
 def test_walkthrough_bleu_clusters_and_penalties(walked):
     import pandas as pd
 
-    from vdlib.rewards import bleu_cluster_penalty
+    from vdlib.method.rewards import bleu_cluster_penalty
 
     summary, folder, _ = walked
     bleu = summary["bleu"]

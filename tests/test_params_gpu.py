@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-import vdlib.cli
-import vdlib.config
-from vdlib.config import ENGINE_BACKENDS, PROFILE_PRESETS, ConfigError, load_params
+import vdlib.app.cli
+import vdlib.config.experiment
+from vdlib.config.experiment import ENGINE_BACKENDS, PROFILE_PRESETS, ConfigError, load_params
 
 ROOT = Path(__file__).resolve().parent.parent
 GPU_FILES = sorted((ROOT / "params" / "gpu").glob("*.yaml"))
@@ -31,7 +31,7 @@ def test_one_gpu_params_file_per_notebook():
 @pytest.mark.parametrize("path", [p for p in GPU_FILES if p.name not in HF_ONLY],
                          ids=lambda p: p.name)
 def test_params_check_passes_and_resolves_to_vllm(path, capsys):
-    rc = vdlib.cli.main(["params", "check", str(path)])
+    rc = vdlib.app.cli.main(["params", "check", str(path)])
     out, err = capsys.readouterr()
     assert rc == 0, err
     resolved = yaml.safe_load(out)
@@ -47,7 +47,7 @@ def test_params_check_passes_and_resolves_to_vllm(path, capsys):
 
 @pytest.mark.parametrize("name", sorted(HF_ONLY))
 def test_hf_only_gpu_files_run_on_the_gpu_in_bfloat16(name, capsys):
-    rc = vdlib.cli.main(["params", "check", str(ROOT / "params" / "gpu" / name)])
+    rc = vdlib.app.cli.main(["params", "check", str(ROOT / "params" / "gpu" / name)])
     out, err = capsys.readouterr()
     assert rc == 0, err
     resolved = yaml.safe_load(out)
@@ -75,31 +75,31 @@ def test_unknown_engine_backend_is_a_config_error(profile):
 def test_params_check_rejects_an_unknown_engine(tmp_path, capsys):
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump({"profile": "gpu", **BAD_ENGINE}))
-    assert vdlib.cli.main(["params", "check", str(path)]) == 2
+    assert vdlib.app.cli.main(["params", "check", str(path)]) == 2
     err = capsys.readouterr().err
     assert "engine.backend" in err and "hf, vllm, server" in err
 
 
 def test_unknown_engine_fails_before_any_model_loads(monkeypatch, tmp_path):
-    import vdlib.coevolution
-    import vdlib.engines
-    import vdlib.model_store
-    import vdlib.models
-    import vdlib.stages
+    import vdlib.engines.models
+    import vdlib.engines.setting
+    import vdlib.loop.coevolution
+    import vdlib.loop.model_store
+    import vdlib.loop.stages
 
     def no_load(*args, **kwargs):
         raise AssertionError("a model or engine was loaded before validation")
 
-    for module in (vdlib.models, vdlib.model_store, vdlib.stages, vdlib.engines):
+    for module in (vdlib.engines.models, vdlib.loop.model_store, vdlib.loop.stages, vdlib.engines):
         for name in ("load_model", "open_engine"):
             if hasattr(module, name):
                 monkeypatch.setattr(module, name, no_load)
     out = tmp_path / "outputs"
     with pytest.raises(ConfigError) as e:
-        vdlib.coevolution.run({"profile": "tiny", "output_dir": str(out), **BAD_ENGINE})
+        vdlib.loop.coevolution.run({"profile": "tiny", "output_dir": str(out), **BAD_ENGINE})
     _assert_names_engine_backend(e.value)
     with pytest.raises(ConfigError):
-        vdlib.coevolution.run_arms({"profile": "gpu", "arms": ["baseline", "vd75"],
+        vdlib.loop.coevolution.run_arms({"profile": "gpu", "arms": ["baseline", "vd75"],
                                     "output_dir": str(out), **BAD_ENGINE})
     assert not out.exists(), "a run folder was written before validation"
 
@@ -109,7 +109,7 @@ def test_profile_engine_defaults():
     assert load_params({"profile": "gpu"}).engine.backend == "vllm"
     assert load_params({"profile": "paper"}).engine.backend == "vllm"
     assert load_params(None).engine.backend == "vllm"  # the paper defaults
-    assert vdlib.config.EngineConfig().backend == "vllm"
+    assert vdlib.config.experiment.EngineConfig().backend == "vllm"
     assert PROFILE_PRESETS["tiny"]["engine"]["backend"] == "hf"
 
 
@@ -120,7 +120,7 @@ GPU_SMALL = ROOT / "params" / "gpu-small"
 
 @pytest.mark.parametrize("path", sorted(GPU_SMALL.glob("*.yaml")), ids=lambda p: p.name)
 def test_gpu_small_params_check_passes_and_resolves_to_vllm(path, capsys):
-    rc = vdlib.cli.main(["params", "check", str(path)])
+    rc = vdlib.app.cli.main(["params", "check", str(path)])
     out, err = capsys.readouterr()
     assert rc == 0, err
     resolved = yaml.safe_load(out)
@@ -134,7 +134,7 @@ def test_gpu_small_ablations_are_main_table_with_other_arms(name):
     """Each co-evolution file of params/gpu-small/ besides the main table (issue 30) keeps every
     cut of main_table.yaml key for key; only its experiment folder and its arms differ, none of
     them a main-table arm (those runs are shared, not run again)."""
-    from vdlib.arms import ARMS
+    from vdlib.loop.arms import ARMS
 
     main = yaml.safe_load((GPU_SMALL / "main_table.yaml").read_text(encoding="utf-8"))
     other = yaml.safe_load((GPU_SMALL / f"{name}.yaml").read_text(encoding="utf-8"))
@@ -158,7 +158,7 @@ def test_fail_neg_is_main_table_with_the_failure_incentive_removed():
     """params/gpu-small/fail_neg.yaml (issue 27, item 5): main_table.yaml's cuts, key for key;
     only its experiment folder and arms differ, and each of its arms is a main-table arm with
     scoring.parse_failure_reward -1 (the paper's default, 0, stays in the file's config)."""
-    from vdlib.arms import arm_params
+    from vdlib.loop.arms import arm_params
 
     main = yaml.safe_load((GPU_SMALL / "main_table.yaml").read_text(encoding="utf-8"))
     neg = yaml.safe_load((GPU_SMALL / "fail_neg.yaml").read_text(encoding="utf-8"))

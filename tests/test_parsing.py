@@ -1,4 +1,4 @@
-r"""Tests for vdlib.parsing: hand-written cases plus hypothesis fuzzing.
+r"""Tests for vdlib.method.parsing: hand-written cases plus hypothesis fuzzing.
 
 The extractors read untrusted model output: they must never raise, must return None on
 failure, and must handle nested / escaped braces, several blocks, truncation and unicode.
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vdlib.parsing import (
+from vdlib.method.parsing import (
     COT_SUFFIX,
     Proposal,
     extract_boxed,

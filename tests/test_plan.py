@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from vdlib.cli import main as cli_main
-from vdlib.config import load_params
-from vdlib.plan import (
+from vdlib.app.cli import main as cli_main
+from vdlib.app.plan import (
     MissingFigures,
     PlanError,
     assumed_lengths,
@@ -24,7 +23,8 @@ from vdlib.plan import (
     stage_seconds,
     work_from_config,
 )
-from vdlib.plan_table import DEFAULT_TABLE, load_table, resolve_shape
+from vdlib.app.plan_table import DEFAULT_TABLE, load_table, resolve_shape
+from vdlib.config.experiment import load_params
 
 ROOT = Path(__file__).resolve().parent.parent
 GPU_SMALL = "params/gpu-small/main_table.yaml"
@@ -218,12 +218,12 @@ def test_the_paper_shapes_say_which_two_gpu_measure_run_adds_them():
 
 
 def test_every_params_file_plans_or_fails_clearly_without_loading_a_model(monkeypatch):
-    import vdlib.models
+    import vdlib.engines.models
 
     def no_model(*args, **kwargs):
         raise AssertionError("vdlib plan loaded a model")
 
-    monkeypatch.setattr(vdlib.models, "load_model", no_model)
+    monkeypatch.setattr(vdlib.engines.models, "load_model", no_model)
     planned, failed = [], []
     for path in sorted((ROOT / "params").glob("*/*.yaml")):
         params = str(path.relative_to(ROOT))
@@ -247,7 +247,7 @@ def test_every_params_file_plans_or_fails_clearly_without_loading_a_model(monkey
 
 
 def test_the_command_imports_no_transformers_or_vllm():
-    code = ("import sys; from vdlib.cli import main; "
+    code = ("import sys; from vdlib.app.cli import main; "
             "rc = [main(['plan', p]) for p in ('params/gpu-small/main_table.yaml', "
             "'params/paper/main_table.yaml')]; "
             "assert rc == [0, 2], rc; "
@@ -286,7 +286,7 @@ def test_measure_needs_a_gpu(tmp_path, capsys):
 def test_time_calls_counts_seconds_and_calls_also_when_the_call_raises():
     from collections import defaultdict
 
-    from vdlib.plan_measure import time_calls
+    from vdlib.app.plan_measure import time_calls
 
     seen: dict[str, float] = defaultdict(float)
 
@@ -304,7 +304,7 @@ def test_time_calls_counts_seconds_and_calls_also_when_the_call_raises():
 
 
 def test_measure_cuts_the_iteration_to_a_few_steps_at_the_params_shapes(tmp_path):
-    from vdlib.plan_measure import _measured_config
+    from vdlib.app.plan_measure import _measured_config
 
     cfg = _measured_config("params/paper/main_table.yaml", tmp_path, 2, 64, tmp_path,
                            steps=2, questions=128)

@@ -1,4 +1,4 @@
-"""vdlib.plots (with vdlib.drawing) and vdlib.paper_values: the transcribed paper numbers against
+"""vdlib.report.plots (with vdlib.report.drawing) and vdlib.report.paper_values: the transcribed paper numbers against
 the .tex, every figure builder on small synthetic frames (2 arms x 2 seeds x 2 iterations; the
 frames are tests/test_tables.py's) and show. The table builders are tested in test_tables.py,
 writing a report folder in test_report.py."""
@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 from test_tables import metrics_frame
 
-from vdlib import plots, tables
-from vdlib.paper_values import paper_labels, paper_series, paper_values
+from vdlib.report import plots, tables
+from vdlib.report.paper_values import paper_labels, paper_series, paper_values
 
 TEX = Path(__file__).resolve().parents[2] / "shared" / "paper" / "vocab_dropout_paper.tex"
 LABELS = ["tab:vanilla_eval", "tab:proposer_eval", "tab:correctness", "tab:curriculum_transfer",
@@ -153,7 +153,7 @@ def test_diversity_dynamics_and_cumulative_vendi(metrics, tmp_path):
 
 
 def test_missing_arm_is_skipped_not_fatal(metrics, tmp_path, caplog):
-    with caplog.at_level(logging.WARNING, logger="vdlib"):  # vdlib.tables selects the arms
+    with caplog.at_level(logging.WARNING, logger="vdlib"):  # vdlib.report.tables selects the arms
         r = plots.phase_ablation_figure(metrics, tmp_path)
     _saved(r, "phase_ablation")
     assert "train_only" in caplog.text and "gen_only" in caplog.text
@@ -232,7 +232,7 @@ def test_show_and_png_without_saving(metrics, tmp_path):
 def test_saving_a_figure_twice_gives_the_same_bytes(tmp_path):
     import matplotlib.pyplot as plt
 
-    from vdlib.plots import save_figure
+    from vdlib.report.plots import save_figure
 
     fig, ax = plt.subplots()
     ax.plot([1, 2, 3], [3, 1, 2])

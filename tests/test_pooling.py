@@ -18,10 +18,10 @@ from unittest import mock
 
 import pytest
 
-from vdlib import eval_grid
-from vdlib import experiments as real_ex
-from vdlib.config import load_params
+from vdlib.config.experiment import load_params
 from vdlib.evaluation import BenchmarkResult, EvalSummary
+from vdlib.report import eval_grid
+from vdlib.report import experiments as real_ex
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -49,7 +49,7 @@ def _cell(notebook: str, marker: str) -> str:
 
 
 class _Ex(SimpleNamespace):
-    """vdlib.experiments with the evaluation functions stubbed; records each evaluation's
+    """vdlib.report.experiments with the evaluation functions stubbed; records each evaluation's
     number of runs."""
 
     def __init__(self, runs):

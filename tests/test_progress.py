@@ -1,4 +1,4 @@
-"""The heartbeat that keeps long stages visible (vdlib.progress) and its use in the loop."""
+"""The heartbeat that keeps long stages visible (vdlib.loop.progress) and its use in the loop."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import threading
 
 import pytest
 
-from vdlib.coevolution import previous_seconds
-from vdlib.layout import iteration_dir
-from vdlib.progress import default_interval, eta_text, format_seconds, heartbeat
+from vdlib.config.layout import iteration_dir
+from vdlib.loop.coevolution import previous_seconds
+from vdlib.loop.progress import default_interval, eta_text, format_seconds, heartbeat
 
 
 def test_format_seconds_and_eta():
@@ -55,7 +55,7 @@ def test_heartbeat_logs_start_then_beats_until_the_block_ends(caplog):
 def test_heartbeat_off_logs_only_the_start(caplog, monkeypatch):
     monkeypatch.setenv("VDLIB_HEARTBEAT_S", "0")
     assert default_interval() == 0
-    with caplog.at_level(logging.INFO, logger="vdlib.progress"):
+    with caplog.at_level(logging.INFO, logger="vdlib.loop.progress"):
         with heartbeat("quiet"):
             pass
     assert [r.getMessage() for r in caplog.records] == ["quiet: started"]
@@ -79,7 +79,7 @@ def test_previous_seconds_reads_the_last_iterations_timing(tmp_path):
 
 
 def test_check_deadline(monkeypatch):
-    from vdlib.progress import STOP_AT_ENV, RunPaused, check_deadline, deadline
+    from vdlib.loop.progress import STOP_AT_ENV, RunPaused, check_deadline, deadline
 
     monkeypatch.delenv(STOP_AT_ENV, raising=False)
     check_deadline("anything", 1e9)  # no deadline: never pauses
@@ -100,8 +100,8 @@ def test_a_run_pauses_before_a_stage_that_would_not_fit_and_resumes(tmp_path, mo
 
     from test_coevolution import tiny_params
 
-    from vdlib.coevolution import run
-    from vdlib.progress import STOP_AT_ENV, RunPaused
+    from vdlib.loop.coevolution import run
+    from vdlib.loop.progress import STOP_AT_ENV, RunPaused
 
     monkeypatch.setenv(STOP_AT_ENV, "")  # no deadline; unset again after the test
     params = tiny_params(tmp_path, iterations=2)
@@ -116,7 +116,7 @@ def test_a_run_pauses_before_a_stage_that_would_not_fit_and_resumes(tmp_path, mo
     assert (run_dir / "iter_1" / "metrics.json").exists()
     assert not (run_dir / "iter_2" / "proposer_rollouts.jsonl").exists()
     os.environ[STOP_AT_ENV] = ""
-    with caplog.at_level(logging.INFO, logger="vdlib.coevolution"):
+    with caplog.at_level(logging.INFO, logger="vdlib.loop.coevolution"):
         result = run(params)
     assert [m["iteration"] for m in result.iterations] == [1, 2]
     assert "iteration 1 metrics: done earlier, skipped" in caplog.text
@@ -126,8 +126,8 @@ def test_cli_stop_after_zero_pauses_with_exit_75(tmp_path, monkeypatch):
     import yaml
     from test_coevolution import tiny_params
 
-    from vdlib.cli import main
-    from vdlib.progress import PAUSED_EXIT, STOP_AT_ENV
+    from vdlib.app.cli import main
+    from vdlib.loop.progress import PAUSED_EXIT, STOP_AT_ENV
 
     monkeypatch.setenv(STOP_AT_ENV, "")  # set_stop_after writes it: unset after the test
     params = tmp_path / "p.yaml"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 
-from vdlib import prompts as P
+from vdlib.method import prompts as P
 
 
 def test_proposer_prompt_is_the_paper_text(tokenizer):

@@ -17,8 +17,8 @@ import pytest
 import yaml
 from test_coevolution import _artifacts, tiny_params
 
-from vdlib.coevolution import STAGES, run
-from vdlib.run_state import (
+from vdlib.loop.coevolution import STAGES, run
+from vdlib.loop.run_state import (
     LOCK_FILE,
     RunConfigMismatch,
     RunLock,
@@ -26,7 +26,7 @@ from vdlib.run_state import (
     UnsafeLockError,
     UnsafeRunFolderError,
 )
-from vdlib.stages import STAGE_TABLE
+from vdlib.loop.stages import STAGE_TABLE
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -154,7 +154,7 @@ def test_a_second_process_on_the_same_folder_is_refused(reference, tmp_path):
 
 _KILLER = textwrap.dedent("""
     import os, signal, sys, yaml
-    import vdlib.coevolution as co
+    import vdlib.loop.coevolution as co
     import dataclasses
     stage_name, when = sys.argv[2], sys.argv[3]
 
@@ -211,8 +211,8 @@ def _files(run_dir: Path) -> dict[str, bytes]:
 
 def test_a_symlinked_lock_is_refused_and_its_target_left_untouched(reference, tmp_path,
                                                                     capsys):
-    from vdlib.cli import main
-    from vdlib.status import collect_status
+    from vdlib.app.cli import main
+    from vdlib.grid.status import collect_status
 
     params, run_dir = _copy(reference, tmp_path)
     victim = tmp_path / "victim.txt"
@@ -270,8 +270,8 @@ def test_a_symlinked_stage_file_reruns_its_stage_and_its_target_is_untouched(
 
 def test_a_deleted_config_yaml_refuses_another_config_and_resumes_its_own(reference, tmp_path,
                                                                           caplog):
-    from vdlib.config import load_params
-    from vdlib.layout import config_text
+    from vdlib.config.experiment import load_params
+    from vdlib.config.layout import config_text
 
     params, run_dir = _copy(reference, tmp_path)
     (run_dir / "config.yaml").unlink()
@@ -329,9 +329,9 @@ def test_damage_in_base_models_is_detected_and_the_base_rebuilt(reference, tmp_p
 
 
 def test_a_damaged_warm_start_cache_is_rebuilt(tmp_path, caplog):
-    from vdlib.config import load_params
-    from vdlib.run_state import FOLDER_RECORD, check_folder
-    from vdlib.warm_start import warm_start_dir
+    from vdlib.config.experiment import load_params
+    from vdlib.loop.run_state import FOLDER_RECORD, check_folder
+    from vdlib.loop.warm_start import warm_start_dir
 
     ws = load_params({"profile": "tiny", "warm_start": {"mode": "sft", "steps": 1,
                                                          "batch_size": 1}}).warm_start

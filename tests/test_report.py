@@ -12,10 +12,10 @@ import pytest
 import yaml
 from test_tables import eval_summaries, metrics_frame
 
-from vdlib import plots, tables
-from vdlib.config import ConfigError, load_params, to_dict
-from vdlib.layout import report_dir
-from vdlib.report import (
+from vdlib.config.experiment import ConfigError, load_params, to_dict
+from vdlib.config.layout import report_dir
+from vdlib.report import plots, tables
+from vdlib.report.notebook import (
     SUMMARY_FILE,
     open_report,
     read_summary,

@@ -1,4 +1,4 @@
-"""The committed-results report step (vdlib.results): records collected from run folders, and
+"""The committed-results report step (vdlib.report.results): records collected from run folders, and
 the figure and tables regenerated from the JSON alone."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from vdlib.evaluation import BenchmarkResult, EvalSummary
-from vdlib.results import (
+from vdlib.report.results import (
     collect_results,
     effects_table,
     load_results,
@@ -91,7 +91,7 @@ def test_collect_then_report(tmp_path):
             "gpu_small_main_pass1.csv", "gpu_small_main_effects.md",
             "gpu_small_main_report.json"} <= set(names)
     effects_md = (tmp_path / "report" / "gpu_small_main_effects.md").read_text(encoding="utf-8")
-    assert effects_md.startswith("VD arm minus baseline (vdlib.stats.compare_seeds)")
+    assert effects_md.startswith("VD arm minus baseline (vdlib.utils.stats.compare_seeds)")
     assert (tmp_path / "report" / "gpu_small_main_pass1.md").read_text(
         encoding="utf-8").startswith("pass@1 in %, mean ± SE; SE = population SD (ddof 0)")
     again = pd.read_csv(tmp_path / "report" / "gpu_small_main_effects.csv")
@@ -101,14 +101,14 @@ def test_collect_then_report(tmp_path):
 
 def test_vdlib_results_prints_the_comparisons(tmp_path, capsys):
     """``vdlib results`` prints the effects table (compare_seeds' tests), then the files."""
-    from vdlib.cli import main
+    from vdlib.app.cli import main
 
     runs = _runs(tmp_path / "runs")
     path = tmp_path / "r.json"
     path.write_text(json.dumps(collect_results(runs, meta={"iterations": 2})))
     assert main(["results", str(path), "--out", str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("VD arm minus baseline (vdlib.stats.compare_seeds)")
+    assert out.startswith("VD arm minus baseline (vdlib.utils.stats.compare_seeds)")
     assert "welch_p" in out and "paired_p" in out and "paired_significant" in out
     assert str(tmp_path / "out" / "r_effects.md") in out
 
@@ -205,7 +205,7 @@ def test_an_iteration_cut_before_its_solver_phase_still_gives_its_generation_rec
     """benchmarks/gpu_small.py export: a run that the machine hold stopped after iteration 2's
     curriculum stage records that iteration too, marked partial, with the metrics stage's own
     numbers; merging counts it in the tables but not among the finished iterations."""
-    from vdlib.config import load_params, save_params
+    from vdlib.config.experiment import load_params, save_params
 
     gs = _gpu_small_module()
     run = tmp_path / "vd75-seed0"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from vdlib.cli import main
-from vdlib.results import ResultsFileError, load_results
+from vdlib.app.cli import main
+from vdlib.report.results import ResultsFileError, load_results
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = {"iterations": 1, "records": [

@@ -8,8 +8,8 @@ import matplotlib.colors as mcolors
 import pytest
 from test_tables import metrics_frame
 
-from vdlib import plots
-from vdlib.paper_values import PAPER_SCALES, paper_scale, paper_series
+from vdlib.report import plots
+from vdlib.report.paper_values import PAPER_SCALES, paper_scale, paper_series
 
 
 def _lines(ax):

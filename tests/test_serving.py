@@ -1,4 +1,4 @@
-"""vdlib.serving without vLLM: the command builder, and the process handling against a fake
+"""vdlib.engines.serving without vLLM: the command builder, and the process handling against a fake
 server (a small script written to tmp_path that serves /health after a delay) on 127.0.0.1."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from vdlib.serving import (
+from vdlib.engines.serving import (
     PROCESSOR,
     ServerEngine,
     ServerStartError,
@@ -168,7 +168,7 @@ class _Tok:
 
 
 def test_server_engine_generate_and_mask_args(fake):
-    from vdlib.vocab_dropout import VocabDropout
+    from vdlib.method.vocab_dropout import VocabDropout
 
     with fake(delay=0.0) as srv:
         engine = ServerEngine(srv.base_url, srv.model_name, _Tok(), concurrency=2)

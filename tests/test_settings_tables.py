@@ -1,13 +1,13 @@
-"""The paper's settings tables beside a config's values (vdlib.settings_tables)."""
+"""The paper's settings tables beside a config's values (vdlib.report.settings_tables)."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from vdlib.config import load_params
+from vdlib.config.experiment import load_params
 from vdlib.evaluation import BenchmarkResult, EvalSummary
-from vdlib.settings_tables import (
+from vdlib.report.settings_tables import (
     PAPER_BENCHMARK_ITEMS,
     SWITCHES,
     benchmarks_table,

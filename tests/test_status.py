@@ -1,4 +1,4 @@
-"""``vdlib status``: the state of every run of an output folder (vdlib.status)."""
+"""``vdlib status``: the state of every run of an output folder (vdlib.grid.status)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import os
 
 import pytest
 
-from vdlib import layout
-from vdlib.coevolution import stage_key
-from vdlib.config import load_params
-from vdlib.run_start import start_run
-from vdlib.run_state import LOCK_FILE, RunLock, file_record, set_aside, update_manifest
-from vdlib.stages import STAGE_TABLE, STAGES
-from vdlib.status import collect_status, format_number, format_status, main
+from vdlib.config import layout
+from vdlib.config.experiment import load_params
+from vdlib.grid.status import collect_status, format_number, format_status, main
+from vdlib.loop.coevolution import stage_key
+from vdlib.loop.run_start import start_run
+from vdlib.loop.run_state import LOCK_FILE, RunLock, file_record, set_aside, update_manifest
+from vdlib.loop.stages import STAGE_TABLE, STAGES
 
 METRICS_1 = {"valid_questions": 30, "generated": 64, "self_bleu": 0.5, "vendi": 3.0,
              "curriculum_size": 9, "kept_fraction": 0.3}
@@ -244,7 +244,7 @@ def test_one_broken_folder_never_blanks_the_table(grid, monkeypatch, capsys):
     grow with it), stage keys far beyond it, a folder that makes reading fail, a deleted
     config.yaml and a deleted manifest.json: each is one row; every other run is listed as
     before."""
-    import vdlib.status as status_module
+    import vdlib.grid.status as status_module
 
     out, runs = grid
     huge = _start(out, "other", "seed7", seed=7)
@@ -313,7 +313,7 @@ def test_a_hand_edited_metrics_file_is_damaged_not_done(tmp_path):
     assert status.metrics.get("valid_questions") != 99
     text = format_status([status])
     assert "(content hash differs); a resume runs metrics of iteration 1 again" in text
-    from vdlib.launch import plan_grid
+    from vdlib.grid.launch import plan_grid
 
     cfg = load_params({"profile": "tiny", "experiment": "x", "output_dir": str(tmp_path),
                        "iterations": 1, "arms": ["baseline"], "seeds": [0]})
@@ -324,7 +324,7 @@ def test_a_hand_edited_metrics_file_is_damaged_not_done(tmp_path):
 def test_verify_hashes_the_large_files_too(tmp_path, capsys):
     """Without --verify only sizes (and small files' hashes) are checked; --verify checks the
     hash of every recorded file, as a resume does."""
-    from vdlib.status import HASH_ALWAYS_BYTES
+    from vdlib.grid.status import HASH_ALWAYS_BYTES
 
     run = _start(tmp_path, "x", "seed0", iterations=1)
     _finish(run, (1, STAGES[-1]), {1: METRICS_1})
@@ -340,7 +340,7 @@ def test_verify_hashes_the_large_files_too(tmp_path, capsys):
     assert checked.state == "damaged" and checked.next_stage == stage.name
     assert main(tmp_path, verify=True) == 0
     assert "damaged (iter_1/" in capsys.readouterr().out
-    from vdlib.cli import main as cli_main
+    from vdlib.app.cli import main as cli_main
 
     assert cli_main(["status", str(tmp_path), "--verify"]) == 0
     assert "damaged" in capsys.readouterr().out

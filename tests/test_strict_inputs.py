@@ -14,9 +14,9 @@ import pytest
 import yaml
 from test_coevolution import tiny_params
 
-from vdlib.cli import main
-from vdlib.config import ConfigError, load_params
-from vdlib.run_start import start_run
+from vdlib.app.cli import main
+from vdlib.config.experiment import ConfigError, load_params
+from vdlib.loop.run_start import start_run
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -75,18 +75,18 @@ def test_cli_overrides_are_validated_like_the_file(tmp_path, capsys, flags, erro
 
 
 def test_verbose_after_the_subcommand_and_one_line_errors(tmp_path, capsys):
-    from vdlib.run_state import RunLock
+    from vdlib.loop.run_state import RunLock
 
     params = tiny_params(tmp_path, model={"proposer": "tiny-random"})
     path = _file(tmp_path, yaml.safe_dump(params))
     run_dir = tmp_path / "t" / "seed0"
     with RunLock(run_dir):
-        from vdlib.progress import BUSY_EXIT
+        from vdlib.loop.progress import BUSY_EXIT
 
         assert main(["run", str(path)]) == BUSY_EXIT  # its own status: a grid says "busy"
         err = capsys.readouterr().err
         assert f"in use by another process (pid {os.getpid()})" in err and "Traceback" not in err
-        from vdlib.run_state import RunLockedError
+        from vdlib.loop.run_state import RunLockedError
 
         with pytest.raises(RunLockedError):  # -v after the subcommand: the traceback
             main(["run", str(path), "-v"])
@@ -111,8 +111,8 @@ def test_sigterm_stops_a_run_without_leaving_working_folders(tmp_path):
 
 
 def test_expected_failures_get_one_line():
-    from vdlib.cli import expected_failure
-    from vdlib.models import ModelUnavailableError
+    from vdlib.app.cli import expected_failure
+    from vdlib.engines.models import ModelUnavailableError
 
     offline = ModelUnavailableError("'org/x' is not in the local Hugging Face cache and the Hub "
                                     "is offline (HF_HUB_OFFLINE=1)")
@@ -156,7 +156,7 @@ def _numeric_fields(cls: type, prefix: str = ""):
 def test_every_numeric_key_has_a_finite_documented_range():
     """Issue 29, item 6: no numeric key is unbounded, and its help text (``vdlib params
     describe``, docs/config.md) states the range."""
-    from vdlib.config import ExperimentConfig
+    from vdlib.config.experiment import ExperimentConfig
 
     fields = dict(_numeric_fields(ExperimentConfig))
     assert "iterations" in fields and "proposer.learning_rate" in fields
@@ -250,7 +250,7 @@ def test_a_full_disk_is_one_line(tmp_path, capsys, monkeypatch):
 
 
 def test_a_corrupt_manifest_is_one_line_from_the_cli(tmp_path, capsys):
-    from vdlib import layout
+    from vdlib.config import layout
 
     params = tiny_params(tmp_path)
     path = _file(tmp_path, yaml.safe_dump(params))
@@ -266,7 +266,7 @@ def test_a_corrupt_manifest_is_one_line_from_the_cli(tmp_path, capsys):
 
 @pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o027, 0o640), (0o002, 0o664)])
 def test_written_files_follow_the_umask_like_the_model_folders(tmp_path, umask, mode):
-    from vdlib.artifacts import atomic_write_json, write_jsonl
+    from vdlib.utils.artifacts import atomic_write_json, write_jsonl
 
     old = os.umask(umask)
     try:

@@ -1,7 +1,7 @@
-"""vdlib.tables (with vdlib.curriculum_tables, vdlib.table_format and vdlib.frames): every
+"""vdlib.report.tables (with vdlib.report.curriculum_tables, vdlib.report.table_format and vdlib.report.frames): every
 table builder on small synthetic frames (2 arms x 2 seeds x 2 iterations), the display labels
 of the rows, the shared frame helpers, and the module boundaries (every table name importable
-from vdlib.tables, none from vdlib.plots, no private name imported across modules)."""
+from vdlib.report.tables, none from vdlib.report.plots, no private name imported across modules)."""
 
 import ast
 import json
@@ -11,9 +11,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from vdlib import curriculum_tables, frames, plots, table_format, tables
 from vdlib.evaluation import BenchmarkResult, EvalSummary
-from vdlib.paper_values import ARM_LABELS
+from vdlib.report import curriculum_tables, frames, plots, table_format, tables
+from vdlib.report.paper_values import ARM_LABELS
 
 # ----------------------------------------------------------------------------- synthetic data
 
@@ -135,11 +135,11 @@ def test_every_table_name_is_importable_from_tables_and_none_from_plots():
 
 
 def test_plots_reexports_nothing():
-    """Every public name of vdlib.plots is defined there (figures only, no table builders)."""
+    """Every public name of vdlib.report.plots is defined there (figures only, no table builders)."""
     for name in plots.__all__:
         obj = getattr(plots, name)
         if callable(obj):
-            assert obj.__module__ == "vdlib.plots", name
+            assert obj.__module__ == "vdlib.report.plots", name
     assert "paper_values" not in plots.__all__ and "write_outputs" not in plots.__all__
 
 
@@ -234,7 +234,7 @@ def test_correctness_table_from_questions_and_from_files(tmp_path):
     loaded = tables.load_correctness(tmp_path / "exp")
     assert loaded.iloc[0].tolist() == ["vd75", 3, 1, 0.5] and math.isnan(loaded.iloc[1, 3])
     assert "ours: VD75 | 50.0" in tables.correctness_table(loaded, "markdown")
-    # vdlib.experiments.correctness_frame: `correct` holds the fraction per run and iteration
+    # vdlib.report.experiments.correctness_frame: `correct` holds the fraction per run and iteration
     frac = pd.DataFrame([("vd75", 0, 1, 0.5), ("vd75", 1, 1, 1.0)],
                         columns=["arm", "seed", "iteration", "correct"])
     assert tables.correctness_table(frac).frame.set_index("label").loc[
@@ -259,7 +259,7 @@ def test_wellposed_table_counts():
     assert (r["delta_vendi_wp"], r["delta_vendi_c"]) == (2.5, 0.5)
     assert t.loc["paper Qwen3-4B: VD75", "delta_vendi_wp"] == 11.4
     assert "ours: Baseline" in tables.wellposed_table(q, "latex")
-    # one row per run (vdlib.experiments.composition_frame): pass_rate is a fraction
+    # one row per run (vdlib.report.experiments.composition_frame): pass_rate is a fraction
     runs = pd.DataFrame([("baseline", 0, 5, 8, 0.4, 6, 2, 3.0, 2.0),
                          ("vd75", 0, 5, 10, 0.5, 9, 3, 5.0, 2.5),
                          ("vd75", 1, 5, 12, 0.6, 7, 5, 6.0, None)],

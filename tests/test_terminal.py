@@ -1,4 +1,4 @@
-"""A quiet terminal (vdlib.terminal): the known warnings of the pinned dependencies are filtered
+"""A quiet terminal (vdlib.utils.terminal): the known warnings of the pinned dependencies are filtered
 by message, category and module; the batch runner starts every kernel without tqdm bars and
 with the filters, and the heartbeat lines still come through."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vdlib.terminal import (
+from vdlib.utils.terminal import (
     KERNEL_ARGUMENTS,
     KNOWN_WARNINGS,
     QUIET_ENV,
@@ -41,7 +41,7 @@ def test_each_known_warning_is_filtered_from_its_module_only(known):
     text = known.message + " and more of the library's text."
     assert not _shown(text, category, known.module)
     assert not _shown(text, category, known.module + ".sub")  # a submodule
-    assert _shown(text, category, "vdlib.trainer")  # the same text from elsewhere shows
+    assert _shown(text, category, "vdlib.loop.trainer")  # the same text from elsewhere shows
     assert _shown("another message", category, known.module)  # other warnings of the module
     if category is not Warning:  # another category from the module shows
         assert _shown(text, UserWarning, known.module)
@@ -83,8 +83,8 @@ def test_quiet_env_sets_and_restores(monkeypatch):
 def test_vdlib_bars_ask_the_switch(monkeypatch, capsys):
     """vdlib's own bars pass disable= explicitly (bypassing tqdm's own TQDM_DISABLE), so they
     ask bars_disabled(): the generate bar of a 2-batch call is drawn only when bars are on."""
-    from vdlib.generation import HFEngine
-    from vdlib.models import load_model
+    from vdlib.engines.generation import HFEngine
+    from vdlib.engines.models import load_model
 
     model, tok = load_model("tiny-random")
     engine = HFEngine(model, tok, batch_size=1, show_progress=True)
@@ -119,7 +119,7 @@ def test_the_runner_starts_each_kernel_quiet(tmp_path, monkeypatch):
     kernel arguments that run quiet_kernel() first."""
     import papermill
 
-    from vdlib.notebooks import run_notebooks
+    from vdlib.app.notebooks import run_notebooks
 
     seen = {}
 
@@ -143,14 +143,14 @@ def test_a_batch_kernel_prints_heartbeats_but_no_bars_or_known_warnings(tmp_path
     """A real kernel under the runner: a tqdm bar, transformers' bar switch, a known
     FutureWarning of transformers and a heartbeat; only the heartbeat lines (and a warning that
     is not a known one) reach the terminal."""
-    from vdlib.notebooks import run_notebooks
+    from vdlib.app.notebooks import run_notebooks
 
     monkeypatch.setenv("VDLIB_HEARTBEAT_S", "0.2")
     nb_dir, params = _planned(tmp_path, [
         "import logging, time, warnings\n"
         "from tqdm.auto import tqdm\n"
-        "from vdlib.progress import heartbeat\n"
-        "from vdlib.terminal import bars_disabled\n"
+        "from vdlib.loop.progress import heartbeat\n"
+        "from vdlib.utils.terminal import bars_disabled\n"
         "logging.basicConfig(level=logging.INFO)\n"
         "for _ in tqdm(range(3), desc='probe bar'):\n"
         "    time.sleep(0.05)\n"
@@ -183,7 +183,7 @@ def test_the_grading_helper_ignores_an_interrupt_of_its_owners_group():
     import time
 
     proc = subprocess.Popen([sys.executable, "-c",
-                             "from vdlib.grading import _serve; _serve('')"],
+                             "from vdlib.method.grading import _serve; _serve('')"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, cwd=ROOT)
     try:
@@ -206,7 +206,7 @@ def test_the_grading_helper_ignores_an_interrupt_of_its_owners_group():
 def test_known_log_records_are_dropped_at_their_logger_only(caplog):
     import logging
 
-    from vdlib.terminal import KNOWN_LOG_RECORDS, filter_known_log_records
+    from vdlib.utils.terminal import KNOWN_LOG_RECORDS, filter_known_log_records
 
     known = KNOWN_LOG_RECORDS[0]
     log = logging.getLogger(known.logger)
@@ -218,7 +218,7 @@ def test_known_log_records_are_dropped_at_their_logger_only(caplog):
         with caplog.at_level(logging.INFO):
             log.warning("[RANK 0] %s. The `model_init_kwargs` will be ignored.", known.message)
             log.warning("another warning of the trainer")
-            logging.getLogger("vdlib.trainer").warning("%s", known.message)
+            logging.getLogger("vdlib.loop.trainer").warning("%s", known.message)
         assert [r.getMessage()[:30] for r in caplog.records] == [
             "another warning of the trainer", known.message[:30]]
     finally:

@@ -1,4 +1,4 @@
-"""Experiment tracking (vdlib.tracking): TensorBoard event files read back, the ``none`` tracker
+"""Experiment tracking (vdlib.utils.tracking): TensorBoard event files read back, the ``none`` tracker
 writes nothing, unknown names and missing packages fail helpfully, and wandb / MLflow / Trackio
 in their offline / local modes (skipped where the package is not installed)."""
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from vdlib import tracking
-from vdlib.registry import UnknownNameError
+from vdlib.utils import tracking
+from vdlib.utils.registry import UnknownNameError
 
 # two iterations of a metrics.json as vdlib.metrics.run_metrics writes it
 METRICS = [
@@ -404,7 +404,7 @@ def test_a_tiny_run_logs_its_iterations_and_trainers_to_tensorboard(tmp_path):
     pytest.importorskip("tensorboardX")
     from test_coevolution import tiny_params
 
-    from vdlib.coevolution import run
+    from vdlib.loop.coevolution import run
 
     result = run(tiny_params(tmp_path, tracking="tensorboard"))
     board = tracking.tensorboard_dir(result.run_dir)
@@ -418,7 +418,7 @@ def test_a_tiny_run_logs_its_iterations_and_trainers_to_tensorboard(tmp_path):
 
 
 def test_the_config_offers_exactly_the_registered_trackers():
-    from vdlib.config import TRACKER_NAMES, ConfigError, load_params
+    from vdlib.config.experiment import TRACKER_NAMES, ConfigError, load_params
 
     assert set(TRACKER_NAMES) == set(tracking.TRACKERS.names())
     with pytest.raises(ConfigError, match="tracking = 'tensorbored' is not allowed"):

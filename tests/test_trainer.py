@@ -6,11 +6,11 @@ import pytest
 import torch
 from datasets import Dataset
 
-from vdlib.config import GRPOConfig
-from vdlib.models import load_model
-from vdlib.prompts import proposer_prompt
-from vdlib.trainer import MaskedGRPOTrainer, lm_head_mask, trl_args
-from vdlib.vocab_dropout import VocabDropout, mask_seed
+from vdlib.config.experiment import GRPOConfig
+from vdlib.engines.models import load_model
+from vdlib.loop.trainer import MaskedGRPOTrainer, lm_head_mask, trl_args
+from vdlib.method.prompts import proposer_prompt
+from vdlib.method.vocab_dropout import VocabDropout, mask_seed
 
 TINY = GRPOConfig(global_batch_size=1, rollout_batch_size=1, num_generations=4,
                   micro_batch_size_update=4, max_response_length=8, max_steps=2,
@@ -117,7 +117,7 @@ def test_trl_args_mapping(tmp_path):
 
 
 def test_training_dtypes_keep_fp32_masters_on_gpu():
-    from vdlib.trainer import training_dtypes
+    from vdlib.loop.trainer import training_dtypes
 
     assert training_dtypes("bfloat16", use_cpu=False) == ("float32", "bfloat16")
     assert training_dtypes("float16", use_cpu=False) == ("float32", "float16")

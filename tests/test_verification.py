@@ -1,4 +1,4 @@
-"""vdlib.verification against a scripted fake OpenAI-compatible server on 127.0.0.1.
+"""vdlib.evaluation.verification against a scripted fake OpenAI-compatible server on 127.0.0.1.
 
 No test here touches the network: the server runs in a thread of the test process.
 """
@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from vdlib.artifacts import read_jsonl, write_jsonl
-from vdlib.verification import (
+from vdlib.evaluation.verification import (
     TRANSFER_TRAINING,
     BudgetExceededError,
     MissingAPIKeyError,
@@ -27,6 +26,7 @@ from vdlib.verification import (
     parse_well_posed,
     proposer_correctness,
 )
+from vdlib.utils.artifacts import read_jsonl, write_jsonl
 
 SECRET = "sk-test-SECRET123"
 
@@ -167,7 +167,7 @@ def test_retries_429_with_retry_after_500_and_timeout(server, tmp_path, caplog):
     server.script = [("status", 429, {"Retry-After": "0.3"}), ("status", 500), ("slow", 1.5)]
     v = make(tmp_path, timeout_s=0.5, max_concurrency=1)
     start = time.monotonic()
-    with caplog.at_level(logging.WARNING, logger="vdlib.verifier"):
+    with caplog.at_level(logging.WARNING, logger="vdlib.evaluation.verifier"):
         assert v.solve(["Q"]) == ["42"]
     assert time.monotonic() - start >= 0.3 + 0.5  # Retry-After waited, slow reply timed out
     assert server.n == 4 and v.usage.retries == 3 and v.usage.requests == 4
@@ -209,7 +209,7 @@ def test_dry_run_counts_and_sends_nothing(server, tmp_path, monkeypatch):
     assert v.solve(["What is 1+1?", "What is 2+2?", "What is 1+1?"]) == [None] * 3
     assert server.n == 0
     assert v.usage.dry_run_calls == 2 and v.usage.requests == 0
-    from vdlib.prompts import evaluation_messages
+    from vdlib.method.prompts import evaluation_messages
 
     assert v.usage.estimated_prompt_tokens == 2 * estimate_tokens(
         evaluation_messages("What is 1+1?"))
@@ -317,9 +317,10 @@ def test_no_key_in_any_written_file(server, tmp_path, caplog):
 def test_key_and_server_have_one_home(monkeypatch):
     from email.utils import formatdate
 
-    import vdlib.verification as verification
-    from vdlib import openai_client, verifier
+    import vdlib.evaluation.verification as verification
+    from vdlib.evaluation import verifier
     from vdlib.metrics import embeddings
+    from vdlib.utils import openai_client
 
     assert verification.MissingAPIKeyError is embeddings.MissingAPIKeyError \
         is openai_client.MissingAPIKeyError

@@ -1,4 +1,4 @@
-"""vdlib.vllm_backend: shared mask state (CPU, no vLLM), adapters over fake and (if installed)
+"""vdlib.engines.vllm_backend: shared mask state (CPU, no vLLM), adapters over fake and (if installed)
 real vLLM base classes and the engine over a fake LLM (GPU runs: tests/test_vllm_gpu.py)."""
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 import torch
 
-from vdlib import vllm_backend as vb
-from vdlib import vllm_engine as ve
-from vdlib.generation import Sample
-from vdlib.vocab_dropout import VocabDropout
+from vdlib.engines import vllm_backend as vb
+from vdlib.engines import vllm_engine as ve
+from vdlib.engines.generation import Sample
+from vdlib.method.vocab_dropout import VocabDropout
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 needs_vllm = pytest.mark.skipif(not HAS_VLLM, reason="vLLM not installed")
@@ -261,9 +261,9 @@ def test_processor_classes_need_vllm_with_a_clear_error(monkeypatch):
 
 def test_module_imports_without_vllm():
     code = ("import sys; sys.modules['vllm'] = None\n"
-            "import vdlib.vllm_backend as vb\n"
+            "import vdlib.engines.vllm_backend as vb\n"
             "assert vb.parse_extra_args(None) is None and sys.modules['vllm'] is None\n"
-            "from vdlib.vllm_backend import *\n")
+            "from vdlib.engines.vllm_backend import *\n")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
@@ -336,7 +336,7 @@ def test_engine_prompt_major_samples_within_the_mask(tokenizer, vd, fake_vllm, r
 
 
 def test_generate_batches_is_one_call_with_each_batch_seed_and_mask(tokenizer, vd, fake_vllm):
-    from vdlib.generation import GenerationBatch, generate_batches
+    from vdlib.engines.generation import GenerationBatch, generate_batches
 
     batches = [GenerationBatch(["a b"], n=3, seed=1, vocab_dropout=vd, mask_seed=9),
                GenerationBatch(["c", "d"], n=2, seed=2),
@@ -396,7 +396,7 @@ def test_check_no_dropped(vd):
 # ----------------------------------------------------------------------------- real vLLM classes
 
 
-FQCN = "vdlib.vllm_backend:VocabDropoutLogitsProcessor"
+FQCN = "vdlib.engines.vllm_backend:VocabDropoutLogitsProcessor"
 
 
 @needs_vllm

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from vdlib import vllm_backend as vb
-from vdlib import vllm_engine as ve
-from vdlib.vocab_dropout import VocabDropout
+from vdlib.engines import vllm_backend as vb
+from vdlib.engines import vllm_engine as ve
+from vdlib.method.vocab_dropout import VocabDropout
 
 pytestmark = [
     pytest.mark.gpu,
@@ -37,7 +37,7 @@ PROMPTS = ["Write a question.", "What is 2+2?", "Name a prime number."]
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory) -> Path:
     """tiny-random (float32, padded vocabulary) saved as a checkpoint folder."""
-    from vdlib.models import load_model
+    from vdlib.engines.models import load_model
 
     path = tmp_path_factory.mktemp("tiny")
     model, tok = load_model("tiny-random")
@@ -73,7 +73,7 @@ def test_processor_class_follows_the_installed_vllm():
 
 @pytest.mark.parametrize("route", vb.ROUTES)
 def test_both_routes_never_sample_a_dropped_id(tiny_dir, tokenizer, route):
-    from vdlib.generation import Sample
+    from vdlib.engines.generation import Sample
 
     vd = VocabDropout.for_checkpoint(str(tiny_dir), tokenizer, alpha=0.5)
     before = _free_gib()
@@ -123,7 +123,7 @@ def test_vllm_and_transformers_drop_the_same_ids(tiny_dir, tokenizer, monkeypatc
 
 
 def test_server_route_never_samples_a_dropped_id(tiny_dir, tokenizer):
-    from vdlib.serving import ServerEngine, VLLMServer
+    from vdlib.engines.serving import ServerEngine, VLLMServer
 
     vd = VocabDropout.for_checkpoint(str(tiny_dir), tokenizer, alpha=0.5)
     with VLLMServer(str(tiny_dir), gpu_memory_utilization=0.12, max_model_len=512,
@@ -150,9 +150,9 @@ def test_engine_samples_the_checkpoint_it_was_opened_on(tmp_path):
     """The loop's rule: every stage opens its engine on the checkpoint the previous stage saved.
     A changed checkpoint gives the changed model's greedy tokens, checked against transformers
     on the same weights."""
-    from vdlib.config import EngineConfig
-    from vdlib.engines import open_engine
-    from vdlib.models import checkpoint_path, load_model
+    from vdlib.config.experiment import EngineConfig
+    from vdlib.engines.models import checkpoint_path, load_model
+    from vdlib.engines.setting import open_engine
 
     path_a = checkpoint_path("smollm2-135m")
     model, tok = load_model(path_a, dtype="float32", device="cuda")
@@ -185,10 +185,10 @@ def test_trl_colocated_rollouts_are_masked_and_use_the_current_weights(tiny_dir,
         pytest.skip("vdlib's vllm.logits_processors entry point is not installed")
     from datasets import Dataset
 
-    from vdlib.config import load_params
-    from vdlib.models import load_model
-    from vdlib.trainer import MaskedGRPOTrainer, trl_args
-    from vdlib.vocab_dropout import mask_seed
+    from vdlib.config.experiment import load_params
+    from vdlib.engines.models import load_model
+    from vdlib.loop.trainer import MaskedGRPOTrainer, trl_args
+    from vdlib.method.vocab_dropout import mask_seed
 
     g = replace(load_params({"profile": "tiny"}).proposer, learning_rate=1e-3,
                 global_batch_size=2, rollout_batch_size=2, num_generations=4,

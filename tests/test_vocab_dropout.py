@@ -7,10 +7,10 @@ import math
 import pytest
 import torch
 
-from vdlib.generation import HFEngine
-from vdlib.models import load_model
-from vdlib.prompts import proposer_prompt
-from vdlib.vocab_dropout import (
+from vdlib.engines.generation import HFEngine
+from vdlib.engines.models import load_model
+from vdlib.method.prompts import proposer_prompt
+from vdlib.method.vocab_dropout import (
     VocabDropout,
     VocabMaskProcessor,
     alpha_at,
@@ -20,7 +20,7 @@ from vdlib.vocab_dropout import (
     protected_token_ids,
 )
 
-# SmolLM2's protected set, pinned (documented in vdlib/vocab_dropout.py).
+# SmolLM2's protected set, pinned (documented in vdlib/method/vocab_dropout.py).
 SMOLLM2_PROTECTED = {"<|im_start|>", "<|im_end|>", "<", "Ġ<", "</", "Ġ</", "question", ">", "\\",
                      "Ġ\\", "box", "ed", "{", "}", "Ġ}"}
 

@@ -1,4 +1,4 @@
-"""The walkthrough's helpers (vdlib.walkthrough, VocabDropout.dropped_ids, bleu_clusters): each
+"""The walkthrough's helpers (vdlib.report.walkthrough, VocabDropout.dropped_ids, bleu_clusters): each
 view agrees with the method's own functions and with a slow obvious reference."""
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ import pandas as pd
 import pytest
 import torch
 
-from vdlib import grpo, walkthrough
-from vdlib.bleu_penalty import bleu_cluster_penalty, bleu_clusters, bleu_distance_matrix
-from vdlib.config import load_params
-from vdlib.vocab_dropout import VocabDropout
+from vdlib.config.experiment import load_params
+from vdlib.method import grpo
+from vdlib.method.bleu_penalty import bleu_cluster_penalty, bleu_clusters, bleu_distance_matrix
+from vdlib.method.vocab_dropout import VocabDropout
+from vdlib.report import walkthrough
 
 
 def _entropy(p: list[float]) -> float:
@@ -135,8 +136,8 @@ def test_filter_frame_is_the_curriculum_filter_under_both_targets():
 def test_sampling_views_on_the_tiny_model(tmp_path):
     """Samples drawn under a mask hold no dropped id, and their full-vocabulary log-probs (the
     update's) are never above the masked ones (the sampler's)."""
-    from vdlib.generation import HFEngine
-    from vdlib.models import load_model
+    from vdlib.engines.generation import HFEngine
+    from vdlib.engines.models import load_model
 
     model, tok = load_model("tiny-random")
     vd = VocabDropout.for_model(model, tok, alpha=0.5)

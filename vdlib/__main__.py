@@ -1,5 +1,5 @@
 """``python -m vdlib ...`` (and ``accelerate launch -m vdlib run ...``): the command line."""
 
-from vdlib.cli import main
+from vdlib.app.cli import main
 
 raise SystemExit(main())

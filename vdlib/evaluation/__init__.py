@@ -3,23 +3,23 @@ r"""Benchmark evaluation: the paper's protocol, pass@1 over k runs, mean +- stan
 The protocol (paper, "Standard benchmarks" and the evaluation prompt in its appendix):
 
 - zero-shot; the question followed by the evaluation instruction, in the model's chat template,
-  with no system message (:func:`vdlib.prompts.evaluation_prompt`);
+  with no system message (:func:`vdlib.method.prompts.evaluation_prompt`);
 - temperature 0.7, top-p 1.0, a maximum context of 4096 tokens (the defaults of the config's
-  ``evaluation`` section, :class:`vdlib.config.EvaluationConfig`, the one source of these
+  ``evaluation`` section, :class:`vdlib.config.experiment.EvaluationConfig`, the one source of these
   values): each prompt may generate ``max_context - len(prompt tokens)`` new tokens (optionally
   capped by ``max_new_tokens``);
 - the last ``\boxed{}`` of the completion is graded against the gold answer with
-  :func:`vdlib.grading.is_equivalent` (math-verify, gold first);
+  :func:`vdlib.method.grading.is_equivalent` (math-verify, gold first);
 - ``k = runs`` independent runs, run ``r`` sampled with seed ``seed + r``; pass@1 of a run is the
   mean correctness over the benchmark's items; the reported number is the mean over runs with
   the standard error across runs, ``SE = std(ddof) / sqrt(k)`` (None for ``k = 1``), following
   Miller (2024), "Adding error bars to evals: a statistical approach to language model
   evaluations", as the paper does; ``ddof = 0`` (population SD, ``evaluation.se_ddof``) is the
-  rule that reproduces the paper's printed cells (:mod:`vdlib.stats`). Several training seeds
+  rule that reproduces the paper's printed cells (:mod:`vdlib.utils.stats`). Several training seeds
   pool into one row with :func:`pool_runs` (``evaluation.per_seed``).
 
 Benchmarks (:data:`BENCHMARKS`, :func:`load_benchmark`; their names are
-:data:`vdlib.config.KNOWN_BENCHMARKS`):
+:data:`vdlib.config.experiment.KNOWN_BENCHMARKS`):
 
 - maths, from the Hub (pinned ids and splits, R-Zero's list) or from
   ``<data_dir>/<name>/test.jsonl``: ``gsm8k``, ``math500``, ``amc23``, ``olympiadbench``,

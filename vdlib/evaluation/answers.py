@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from vdlib.evaluation.benchmarks import strip_dollars
-from vdlib.grading import is_equivalent
-from vdlib.parsing import extract_boxed
+from vdlib.method.grading import is_equivalent
+from vdlib.method.parsing import extract_boxed
 
 __all__ = ["answers_match", "grade", "parse_choice", "split_top_level"]
 

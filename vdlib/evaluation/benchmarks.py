@@ -2,7 +2,7 @@
 ``{id, problem, answer, ...}`` items, and loading from the Hub, a local folder or an offline
 stand-in.
 
-The names come from one place, :data:`vdlib.config.KNOWN_BENCHMARKS` (what a config may list,
+The names come from one place, :data:`vdlib.config.experiment.KNOWN_BENCHMARKS` (what a config may list,
 checked before any model loads): registering a name not declared there is an error, and so is a
 declared name left without a spec (both when this module is imported).
 
@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vdlib.config import KNOWN_BENCHMARKS
-from vdlib.models import hub_offline
-from vdlib.parsing import strip_cot_suffix
-from vdlib.registry import Registry
+from vdlib.config.experiment import KNOWN_BENCHMARKS
+from vdlib.engines.models import hub_offline
+from vdlib.method.parsing import strip_cot_suffix
+from vdlib.utils.registry import Registry
 
 __all__ = ["BENCHMARKS", "BenchmarkSpec", "BenchmarkUnavailableError", "load_benchmark",
            "gsm8k_gold", "strip_dollars", "format_choices", "LETTERS", "BBH_TASKS",
@@ -68,7 +68,7 @@ def _register(spec: BenchmarkSpec) -> None:
     """Add ``spec`` to :data:`BENCHMARKS`; its name must be declared in ``KNOWN_BENCHMARKS``."""
     if spec.name not in KNOWN_BENCHMARKS:
         raise ValueError(f"benchmark {spec.name!r} is not declared in "
-                         "vdlib.config.KNOWN_BENCHMARKS (the single list of benchmark names); "
+                         "vdlib.config.experiment.KNOWN_BENCHMARKS (the single list of benchmark names); "
                          "add it there")
     BENCHMARKS.add(spec.name, spec)
 
@@ -311,7 +311,7 @@ OLYMPIADBENCH_910 = BenchmarkSpec(
 def _check_every_name_registered() -> None:
     missing = [name for name in KNOWN_BENCHMARKS if name not in BENCHMARKS]
     if missing:
-        raise ImportError(f"vdlib.config.KNOWN_BENCHMARKS declares {', '.join(missing)} but "
+        raise ImportError(f"vdlib.config.experiment.KNOWN_BENCHMARKS declares {', '.join(missing)} but "
                           "vdlib.evaluation.benchmarks registers no spec for them")
 
 

@@ -4,7 +4,7 @@ The paper scores by exact match via math-verify. R-Zero's published scores also 
 an LLM "recheck" whose arguments were swapped (its users' reports); here a judge only ever adds
 a column: each completion of an evaluation folder is shown to the judge with the problem, the
 reference answer and the model's final answer, each under its own label, and the judged pass@1
-sits next to the math-verify one in the tables (:func:`vdlib.tables.judged_table`). The exact
+sits next to the math-verify one in the tables (:func:`vdlib.report.tables.judged_table`). The exact
 prompt (:data:`JUDGE_PROMPT`) and the judge's model are written with the scores
 (``<eval folder>/judged/judge.json``), and every reply per record
 (``<eval folder>/judged/<benchmark>/run<r>.jsonl``).
@@ -24,9 +24,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from vdlib.artifacts import atomic_write_json, read_jsonl, write_jsonl
 from vdlib.evaluation.stats import BenchmarkResult, EvalSummary
-from vdlib.stats import SE_DDOF
+from vdlib.utils.artifacts import atomic_write_json, read_jsonl, write_jsonl
+from vdlib.utils.stats import SE_DDOF
 
 __all__ = ["JUDGE_PROMPT", "JUDGED_DIR", "judge_messages", "parse_judgement",
            "judge_evaluation", "load_judge_meta"]
@@ -76,7 +76,7 @@ def _prediction(record: dict[str, Any]) -> str:
 def judge_evaluation(eval_dir: str | Path, verifier: Any, ddof: int = SE_DDOF) -> EvalSummary:
     """Judged pass@1 of every ``<eval_dir>/<benchmark>/run<r>.jsonl``, as an
     :class:`EvalSummary` (protocol: the judge's model and prompt). ``verifier`` is a
-    :class:`vdlib.verifier.Verifier` (anything with ``model`` and ``complete``). A record the
+    :class:`vdlib.evaluation.verifier.Verifier` (anything with ``model`` and ``complete``). A record the
     judge gives no verdict for counts as wrong (its verdict is stored as null). Results go to
     ``<eval_dir>/judged/`` (records with ``judge_reply`` and ``judged_correct``,
     ``summary.json``, ``judge.json``)."""

@@ -1,7 +1,7 @@
 """The evaluation loop: the protocol over benchmarks x runs with resumable per-run records.
 
 :func:`evaluate`'s protocol defaults (runs, temperature, top-p, max context, batch size) are those
-of the config's ``evaluation`` section (:class:`vdlib.config.EvaluationConfig`), their single
+of the config's ``evaluation`` section (:class:`vdlib.config.experiment.EvaluationConfig`), their single
 source. Part of :mod:`vdlib.evaluation` (the protocol is described there)."""
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from vdlib.artifacts import atomic_write_json, read_jsonl, write_jsonl
-from vdlib.config import EvaluationConfig
+from vdlib.config.experiment import EvaluationConfig
 from vdlib.evaluation.answers import grade
 from vdlib.evaluation.benchmarks import BENCHMARKS, load_benchmark
 from vdlib.evaluation.stats import BenchmarkResult, EvalSummary
-from vdlib.prompts import evaluation_prompt
-from vdlib.seeding import derive_seed
+from vdlib.method.prompts import evaluation_prompt
+from vdlib.method.seeding import derive_seed
+from vdlib.utils.artifacts import atomic_write_json, read_jsonl, write_jsonl
 
 __all__ = ["ROUND_TOKENS", "evaluate", "protocol_kwargs"]
 
@@ -47,7 +47,7 @@ def _as_engine(model_or_engine: Any, tokenizer: Any, batch_size: int) -> Any:
     except ImportError:  # pragma: no cover
         torch = None
     if torch is not None and isinstance(model_or_engine, torch.nn.Module):
-        from vdlib.generation import HFEngine
+        from vdlib.engines.generation import HFEngine
 
         # rounds of 512 tokens: rows that ended stop decoding instead of riding along until the
         # slowest row of the batch reaches the 4096-token context (same sampling distribution)
@@ -118,9 +118,9 @@ def evaluate(model_or_engine: Any, tokenizer: Any, benchmarks: Sequence[str],
              se_ddof: int = _PROTOCOL.se_ddof) -> EvalSummary:
     """Evaluate under the paper's protocol (module docstring); returns an :class:`EvalSummary`.
 
-    The keyword defaults are :class:`vdlib.config.EvaluationConfig`'s (the ``paper`` profile).
+    The keyword defaults are :class:`vdlib.config.experiment.EvaluationConfig`'s (the ``paper`` profile).
 
-    ``model_or_engine``: a transformers model (wrapped in :class:`vdlib.generation.HFEngine`
+    ``model_or_engine``: a transformers model (wrapped in :class:`vdlib.engines.generation.HFEngine`
     with ``batch_size``) or any engine with the ``generate`` interface (vLLM, a fake in tests).
     Run ``r`` (0-based) uses seed ``seed + r``. With ``out_dir``, each run's records go to
     ``out_dir/<benchmark>/run<r>.jsonl`` (atomic) and the summary to ``out_dir/summary.json``;

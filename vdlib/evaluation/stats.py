@@ -11,7 +11,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from vdlib.stats import SE_DDOF, mean_and_se
+from vdlib.utils.stats import SE_DDOF, mean_and_se
 
 __all__ = ["BenchmarkResult", "EvalSummary", "mean_and_se", "pool_runs", "PER_SEED_CHOICES"]
 
@@ -24,7 +24,7 @@ PER_SEED_CHOICES = ("first_run", "mean")
 @dataclass
 class BenchmarkResult:
     """One benchmark's pass@1 per run (fractions in [0, 1]) and its n items; ``ddof`` is the
-    spread rule of :attr:`se` (:data:`vdlib.stats.SE_DDOF`, the paper's)."""
+    spread rule of :attr:`se` (:data:`vdlib.utils.stats.SE_DDOF`, the paper's)."""
 
     benchmark: str
     n: int

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from vdlib.bleu import EPSILON, exact_map, factorize, fsum_rows, tokenize_unique
+from vdlib.method.bleu import EPSILON, exact_map, factorize, fsum_rows, tokenize_unique
 
 __all__ = [
     "self_bleu",

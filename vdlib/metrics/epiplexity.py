@@ -38,7 +38,7 @@ Interpretations where the appendix leaves a choice (stated so runs can be compar
    token counts (both terms are then bits per token). Epiplexity is reported unclipped (it can be
    negative if training made the training loss worse than the online code).
 
-``base_model`` is a name for :func:`vdlib.models.load_model` (``"tiny-random"``,
+``base_model`` is a name for :func:`vdlib.engines.models.load_model` (``"tiny-random"``,
 ``"smollm2-135m"``, a Hub id, a folder) or a ``(model, tokenizer)`` pair; a pair's model is
 returned unchanged (the LoRA layers are unloaded and parameter flags restored afterwards).
 """
@@ -56,7 +56,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from tqdm.auto import tqdm
 
-from vdlib.terminal import bars_disabled
+from vdlib.utils.terminal import bars_disabled
 
 __all__ = ["epiplexity", "encode_questions", "mdl_select", "TARGET_MODULES"]
 
@@ -190,7 +190,7 @@ def epiplexity(
     """
     from peft import LoraConfig, get_peft_model
 
-    from vdlib.models import load_model, resolve_device
+    from vdlib.engines.models import load_model, resolve_device
 
     if not 0 < val_fraction < 1:
         raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from vdlib.artifacts import read_jsonl
+from vdlib.utils.artifacts import read_jsonl
 
 __all__ = ["iteration_metrics"]
 
@@ -31,7 +31,7 @@ def _mean(xs: list[float]) -> float | None:
 
 def iteration_metrics(iter_dir: Path, t: int, alphas: Mapping[str, float]) -> dict[str, Any]:
     """The iteration's metrics (see the module docstring); ``alphas``: mask phase -> retention
-    (:func:`vdlib.vocab_dropout.phase_alphas`)."""
+    (:func:`vdlib.method.vocab_dropout.phase_alphas`)."""
     iter_dir = Path(iter_dir)
     rollouts = read_jsonl(iter_dir / "proposer_rollouts.jsonl")
     questions = read_jsonl(iter_dir / "questions.jsonl")

@@ -47,7 +47,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from vdlib.registry import Registry, UnknownNameError
+from vdlib.utils.registry import Registry, UnknownNameError
 
 __all__ = ["NLI_MODELS", "NLIClassifier", "HFNLIClassifier", "nli_diversity", "nli_pair_scores",
            "get_nli_model", "LABEL_SCORES", "DEFAULT_NLI_MODEL", "DIRECTIONS",
@@ -108,7 +108,7 @@ def labels_from_config(id2label: dict[Any, str], ref: str = "model") -> list[str
 
 @functools.lru_cache(maxsize=2)
 def _load_classifier(ref: str, device: str) -> tuple[Any, Any]:
-    from vdlib.models import load_auxiliary_model
+    from vdlib.engines.models import load_auxiliary_model
 
     return load_auxiliary_model(ref, "AutoModelForSequenceClassification", "NLI model", device)
 
@@ -117,7 +117,7 @@ class HFNLIClassifier:
     """A transformers sequence-classification NLI model (argmax label, order from id2label)."""
 
     def __init__(self, ref: str, device: str = "auto", max_length: int = 512) -> None:
-        from vdlib.models import resolve_device
+        from vdlib.engines.models import resolve_device
 
         self.ref = ref
         self.device = str(resolve_device(device))
@@ -130,7 +130,7 @@ class HFNLIClassifier:
         import torch
         from tqdm.auto import tqdm
 
-        from vdlib.terminal import bars_disabled
+        from vdlib.utils.terminal import bars_disabled
 
         model, tokenizer = _load_classifier(self.ref, self.device)
         out: list[str] = []
@@ -150,8 +150,8 @@ def tiny_random_nli_path(cache_dir: str | Path | None = None) -> Path:
     """The folder of the ``tiny-random`` NLI stand-in (built on first use, seed 0, atomically):
     a one-layer BERT sequence classifier (hidden size 32, labels entailment / neutral /
     contradiction) with the packaged MiniLM tokenizer; no network."""
+    from vdlib.engines.models import atomic_build_dir, default_cache_dir
     from vdlib.metrics.embeddings import minilm_path
-    from vdlib.models import atomic_build_dir, default_cache_dir
 
     def build(tmp: Path) -> None:
         import torch

@@ -50,11 +50,11 @@ from typing import Any
 
 import numpy as np
 
-from vdlib import layout
-from vdlib.artifacts import atomic_write_json, read_jsonl
+from vdlib.config import layout
 from vdlib.metrics import diversity as div
 from vdlib.metrics.loop import iteration_metrics
-from vdlib.registry import Registry
+from vdlib.utils.artifacts import atomic_write_json, read_jsonl
+from vdlib.utils.registry import Registry
 
 __all__ = ["compute_iteration_metrics", "write_iteration_metrics", "config_metric_kwargs",
            "summary_metrics",
@@ -177,7 +177,7 @@ def _epiplexity(ctx: IterationContext) -> dict[str, Any]:
 
 def _resolve_tokenizer(tokenizer: Any) -> Any:
     if isinstance(tokenizer, str):
-        from vdlib.models import load_tokenizer
+        from vdlib.engines.models import load_tokenizer
 
         return load_tokenizer(tokenizer)
     return tokenizer
@@ -207,7 +207,7 @@ def compute_iteration_metrics(
     docstring, for ``iter_dir`` (iteration ``t``, ``alphas``: mask phase -> retention).
 
     ``embedder``: a :mod:`vdlib.metrics.embeddings` name (None skips the embedding metrics);
-    ``tokenizer``: the proposer's tokenizer, or a name for :func:`vdlib.models.load_tokenizer`;
+    ``tokenizer``: the proposer's tokenizer, or a name for :func:`vdlib.engines.models.load_tokenizer`;
     ``previous_dirs``: the earlier iterations' folders (novelty and cumulative Vendi);
     ``extra``: names in :data:`EXTRA_METRICS` or callables; ``cache_dir``: embedding cache;
     ``novelty_threshold``: cosine distance above which a question counts as novel (paper: 0.3).
@@ -286,7 +286,7 @@ def run_folders(paths: Iterable[str | os.PathLike]) -> list[Path]:
 
 def arm_and_seed(run: Path) -> tuple[str, int | None]:
     """``(arm, seed)`` of a run folder: parsed from its ``run_id`` (``<arm>-seed<n>``:
-    :func:`vdlib.layout.parse_arm_run_id`; the folder name when the config has none), else the
+    :func:`vdlib.config.layout.parse_arm_run_id`; the folder name when the config has none), else the
     experiment name (or run id) and the config's ``seed``."""
     import yaml
 

@@ -1,0 +1,1 @@
+"""vdlib.app: see docs/architecture.md."""

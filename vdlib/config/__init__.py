@@ -1,0 +1,1 @@
+"""vdlib.config: see docs/architecture.md."""

@@ -1,0 +1,184 @@
+"""The YAML form of configs: bounded, strict reading of a params file or a run's ``config.yaml``
+(:func:`read_yaml_file`, :func:`read_params_file`: size, alias expansion and depth bounded, a
+key given twice refused) and the text a run's ``config.yaml`` holds (:func:`config_text`).
+Re-exported by :mod:`vdlib.config`; it imports no other vdlib module, so :mod:`vdlib.config.layout`
+can use it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = ["ConfigError", "read_yaml_file", "read_params_file", "config_text",
+           "MAX_YAML_BYTES", "MAX_YAML_VALUES", "MAX_YAML_DEPTH", "shown"]
+
+
+class ConfigError(ValueError):
+    """Invalid parameters. The message names the dotted key and what is allowed."""
+
+
+def shown(value: Any) -> str:
+    """``value`` as an error message shows it: its ``repr``, cut short (a long string, a long
+    or deep list or mapping: ``...``), so that no message formats an unbounded value.
+
+    >>> shown([[1, 2]] * 1000)
+    '[[1, 2], [1, 2], [1, 2], [1, 2], [1, 2], [1, 2], ...]'
+    >>> len(shown("x" * 10**6)) < 100
+    True
+    """
+    import reprlib
+
+    short = reprlib.Repr()
+    short.maxlevel, short.maxstring, short.maxother, short.maxlong = 2, 80, 80, 40
+    short.maxlist = short.maxtuple = short.maxdict = short.maxset = 6
+    text = short.repr(value)
+    return text if len(text) <= 120 else text[:57] + "..." + text[-60:]
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """A YAML loader that refuses a key given twice in one mapping."""
+
+
+#: Bounds on a YAML file vdlib reads (a params file, a run's ``config.yaml``): its size, and how
+#: many values it holds and how deeply they nest once every alias is expanded. An alias bomb (a
+#: few hundred bytes that expand to billions of values) is refused before it is built.
+MAX_YAML_BYTES = 1 << 20
+MAX_YAML_VALUES = 100_000
+MAX_YAML_DEPTH = 64
+
+
+def _check_expansion(root: yaml.Node) -> None:
+    """Refuse a composed YAML document whose values, every alias expanded, number more than
+    :data:`MAX_YAML_VALUES` or nest deeper than :data:`MAX_YAML_DEPTH`, or that holds an alias
+    inside the value it names. Each node is visited once (aliases share nodes)."""
+    done: dict[int, tuple[int, int]] = {}  # id(node) -> (values, depth) once expanded
+    active: set[int] = set()
+
+    def walk(node: yaml.Node, depth: int) -> tuple[int, int]:
+        key = id(node)
+        if key in done:
+            return done[key]
+        if key in active:
+            raise ConfigError(f"line {node.start_mark.line + 1}: an alias names a value that "
+                              "contains it; write the values out")
+        if depth > MAX_YAML_DEPTH:
+            raise ConfigError(f"values nest more than {MAX_YAML_DEPTH} levels deep")
+        if isinstance(node, yaml.MappingNode):
+            children = [child for pair in node.value for child in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = node.value
+        else:
+            children = []
+        active.add(key)
+        values, height = 1, 1
+        for child in children:
+            n, h = walk(child, depth + 1)
+            values, height = values + n, max(height, h + 1)
+            if values > MAX_YAML_VALUES:
+                raise ConfigError(f"more than {MAX_YAML_VALUES} values once its aliases are "
+                                  "expanded (an alias bomb?); write the values out")
+        if depth + height > MAX_YAML_DEPTH + 1:
+            raise ConfigError(f"values nest more than {MAX_YAML_DEPTH} levels deep")
+        active.discard(key)
+        done[key] = (values, height)
+        return done[key]
+
+    walk(root, 1)
+
+
+def read_yaml_file(path: str | os.PathLike, what: str = "params file") -> Any:
+    """The data of YAML file ``path`` (None if empty), read within bounds: at most
+    :data:`MAX_YAML_BYTES`, at most :data:`MAX_YAML_VALUES` values nested at most
+    :data:`MAX_YAML_DEPTH` deep with every alias expanded (checked on the composed document,
+    before anything is built), no key given twice in one mapping, safe tags only. Anything
+    else is a one-line :class:`ConfigError` naming ``what`` and ``path``."""
+    path = Path(path)
+    label = f"{what} {str(path)!r}"
+    try:
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_YAML_BYTES + 1)
+    except OSError as e:
+        raise ConfigError(f"{label} cannot be read ({e.strerror or e})") from None
+    if len(raw) > MAX_YAML_BYTES:
+        raise ConfigError(f"{label} is larger than {MAX_YAML_BYTES >> 10} KiB; a {what} "
+                          "holds a few settings")
+    try:
+        loader = _StrictLoader(raw.decode("utf-8"))
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None
+            _check_expansion(node)
+            return loader.construct_document(node)
+        finally:
+            loader.dispose()
+    except ConfigError as e:
+        raise ConfigError(f"{label}: {e}") from None
+    except RecursionError:
+        raise ConfigError(f"{label}: values nest more than {MAX_YAML_DEPTH} levels deep"
+                          ) from None
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{label} is not valid YAML: {_yaml_problem(e)}") from None
+
+
+def _yaml_problem(error: Exception) -> str:
+    """A YAML or decoding error in one short line: what and where (line, column)."""
+    if isinstance(error, yaml.MarkedYAMLError):
+        mark = error.problem_mark or error.context_mark
+        what = " ".join(x for x in (error.context, error.problem) if x) or type(error).__name__
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+    else:
+        what, where = (str(error) or type(error).__name__), ""
+    what = " ".join(what.split())
+    return (what if len(what) <= 160 else what[:157] + "...") + where
+
+
+def _strict_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *defaults`: later keys override it
+            continue
+        key = loader.construct_object(key_node, deep=deep)
+        line = key_node.start_mark.line + 1
+        if isinstance(key, list | dict | set):
+            raise ConfigError(f"line {line}: a key must be a single value, not "
+                              f"{type(key).__name__} {shown(key)}")
+        if key in seen:
+            raise ConfigError(f"key {shown(key)} is given twice in one mapping (lines {seen[key]} "
+                              f"and {line}); keep one")
+        seen[key] = line
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _strict_mapping)
+
+
+def read_params_file(path: str | os.PathLike) -> dict[str, Any]:
+    """The mapping in params file ``path``: a missing path, a directory, invalid YAML, a key
+    given twice, a file beyond the bounds of :func:`read_yaml_file` (size, aliases), an empty
+    file and a non-mapping are each a :class:`ConfigError` that says so."""
+    path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"params file {str(path)!r} is a directory; give a .yaml file in it")
+    if not path.is_file():
+        raise ConfigError(f"params file {str(path)!r} does not exist")
+    data = read_yaml_file(path)
+    if data is None:
+        raise ConfigError(f"params file {str(path)!r} is empty; write at least the keys you "
+                          "change (e.g. profile: tiny), or {} for the paper defaults")
+    if not isinstance(data, dict):
+        raise ConfigError(f"params file {str(path)!r} must hold a mapping of keys to values, "
+                          f"got {type(data).__name__}")
+    return data
+
+
+def config_text(cfg: Any) -> str:
+    """The YAML text of a run's ``config.yaml``: the resolved config (a dataclass) as plain data,
+    keys in field order; ``vdlib.config.experiment.load_params`` reads it back and
+    :func:`vdlib.config.experiment.save_params` writes it."""
+    import dataclasses
+
+    return yaml.safe_dump(dataclasses.asdict(cfg), sort_keys=False, allow_unicode=True)

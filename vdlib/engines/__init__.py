@@ -1,0 +1,1 @@
+"""vdlib.engines: see docs/architecture.md."""

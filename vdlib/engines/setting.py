@@ -1,0 +1,227 @@
+"""The engine setting (``engine.backend``): one :class:`~vdlib.engines.generation.GenerationEngine` per
+sampling stage, started from that stage's checkpoint and released after it.
+
+Every stage that samples (curriculum generation, solver scoring, the proposer reward's solver
+answers, evaluation, the local verifier) asks :func:`open_engine` for an engine over a checkpoint
+*path on disk* and uses it inside a ``with`` block:
+
+- ``hf``: the checkpoint loaded with transformers (:class:`~vdlib.engines.generation.HFEngine`);
+- ``vllm``: an in-process ``vllm.LLM`` with vdlib's logits processor
+  (:class:`~vdlib.engines.vllm_engine.VLLMEngine`), shut down on exit so its GPU memory returns before
+  the next stage trains;
+- ``server``: a vLLM OpenAI server (:class:`~vdlib.engines.serving.ServerEngine`), started by vdlib for
+  the block (one per GPU of ``engine.server_gpus``) or reached at ``engine.server_url``.
+
+**Lifetime (one GPU shared with training).** Each engine lives exactly as long as its stage and
+is always started from the checkpoint that the previous stage *saved* (the trained proposer for
+generation, the frozen solver of iteration t-1 for scoring), so generation always samples from
+the current weights and never from a stale copy; training then gets the GPU's memory back. The
+only engine that lives through training is TRL's own colocated vLLM for the GRPO rollouts,
+which TRL reloads with the policy's weights before every rollout batch (``sync_weights``).
+
+>>> from vdlib.config.experiment import load_params
+>>> engine_kind(load_params({"profile": "tiny"}).engine)
+'hf'
+>>> engine_kind(load_params({"profile": "gpu"}).engine), rollout_mode(load_params({}).engine)
+('vllm', 'colocate')
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import logging
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+from vdlib.config.experiment import EngineConfig
+
+__all__ = ["open_engine", "engine_kind", "rollout_mode", "trl_vllm_args", "rollout_llm_kwargs",
+           "kv_cache_bytes", "vllm_max_len",
+           "served_model_name", "server_gpus"]
+
+logger = logging.getLogger(__name__)
+
+
+def engine_kind(ecfg: EngineConfig) -> str:
+    """The backend name (``hf``, ``vllm`` or ``server``)."""
+    return ecfg.backend
+
+
+def rollout_mode(ecfg: EngineConfig) -> str:
+    """Engine of TRL's GRPO rollouts: ``hf`` (transformers), ``colocate`` or ``server``."""
+    if ecfg.rollouts != "auto":
+        return ecfg.rollouts
+    return "hf" if ecfg.backend == "hf" else "colocate"
+
+
+def trl_vllm_args(ecfg: EngineConfig, max_prompt_tokens: int, max_completion: int) -> dict:
+    """TRL ``GRPOConfig`` keywords that route the rollouts through vLLM (empty for ``hf``)."""
+    mode = rollout_mode(ecfg)
+    if mode == "hf":
+        return {}
+    kw: dict[str, Any] = {"use_vllm": True, "vllm_mode": mode}
+    if mode == "colocate":
+        kw.update(vllm_gpu_memory_utilization=ecfg.rollout_gpu_memory_utilization,
+                  vllm_max_model_length=ecfg.max_model_len
+                  or vllm_max_len(max_prompt_tokens, max_completion))
+    elif ecfg.rollout_server_url:
+        kw["vllm_server_base_url"] = ecfg.rollout_server_url
+    return kw
+
+
+def kv_cache_bytes(gib: float | None) -> dict[str, int]:
+    """``{"kv_cache_memory_bytes": ...}`` for a KV cache of ``gib`` GiB ({} for None).
+
+    >>> kv_cache_bytes(0.5), kv_cache_bytes(None)
+    ({'kv_cache_memory_bytes': 536870912}, {})
+    """
+    return {} if gib is None else {"kv_cache_memory_bytes": int(gib * 2**30)}
+
+
+def rollout_llm_kwargs(ecfg: EngineConfig) -> dict[str, Any]:
+    """Extra ``vllm.LLM`` keywords of TRL's colocated engine (``engine.rollout_kv_cache_gb``),
+    for :class:`~vdlib.loop.trainer.MaskedGRPOTrainer`'s ``rollout_llm_kwargs``."""
+    return kv_cache_bytes(ecfg.rollout_kv_cache_gb) if rollout_mode(ecfg) == "colocate" else {}
+
+
+def vllm_max_len(max_prompt_tokens: int, max_new_tokens: int) -> int:
+    """A context length that holds the prompt and the answer, rounded up to 256."""
+    need = max_prompt_tokens + max_new_tokens
+    return -(-need // 256) * 256
+
+
+def served_model_name(base_url: str, timeout: float = 30.0) -> str:
+    """The first model a running vLLM server serves (``GET /v1/models``)."""
+    with urllib.request.urlopen(base_url.rstrip("/") + "/v1/models", timeout=timeout) as r:
+        data = json.loads(r.read().decode())
+    models = [m.get("id") for m in data.get("data", []) if m.get("id")]
+    if not models:
+        raise RuntimeError(f"the server at {base_url} serves no model (GET /v1/models)")
+    return str(models[0])
+
+
+def _release_cuda() -> None:
+    gc.collect()
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except ImportError:  # pragma: no cover - torch is a core dependency
+        pass
+
+
+@contextlib.contextmanager
+def open_engine(ecfg: EngineConfig, model: str, *, device: str = "cpu",
+                dtype: str = "bfloat16", cache_dir: str | None = None,
+                max_new_tokens: int = 2048, max_prompt_tokens: int = 1024,
+                batch_size: int | None = None, round_tokens: int | None = None,
+                show_progress: bool = True, seed: int = 0,
+                training_device: str | None = None,
+                enforce_eager: bool | None = None) -> Iterator[Any]:
+    """An engine of ``ecfg.backend`` over checkpoint ``model`` (registered name, directory or
+    Hub id) for the duration of the block; its memory is released on exit.
+
+    ``batch_size`` and ``round_tokens`` apply to the transformers engine (vLLM schedules its own
+    batches); ``max_new_tokens`` + ``max_prompt_tokens`` size vLLM's context unless
+    ``engine.max_model_len`` is set. ``training_device`` (e.g. ``cuda:0``) names a GPU that a
+    trainer holds during the block: the server backend then starts no server there.
+    ``enforce_eager`` overrides ``engine.enforce_eager`` (the loop sets it for an engine that
+    shares its process with TRL's colocated vLLM: two in-process engines share vLLM's global
+    CUDA-graph state, and the second one's capture breaks the first one's decoding)."""
+    from vdlib.engines.models import checkpoint_path, load_model, load_tokenizer
+
+    kind = engine_kind(ecfg)
+    if kind == "hf":
+        from vdlib.engines.generation import HFEngine
+
+        hf_model, tok = load_model(model, dtype=dtype if device != "cpu" else "float32",
+                                   device=device, cache_dir=cache_dir)
+        try:
+            yield HFEngine(hf_model, tok, batch_size=batch_size or ecfg.batch_size,
+                           show_progress=show_progress, round_tokens=round_tokens)
+        finally:
+            del hf_model
+            _release_cuda()
+        return
+
+    path = checkpoint_path(model, cache_dir)
+    tok = load_tokenizer(path)
+    max_len = ecfg.max_model_len or vllm_max_len(max_prompt_tokens, max_new_tokens)
+    eager = ecfg.enforce_eager if enforce_eager is None else enforce_eager
+    vllm_dtype = "float32" if dtype == "float32" else dtype
+    if kind == "vllm":
+        from vdlib.engines.vllm_backend import build_llm
+        from vdlib.engines.vllm_engine import VLLMEngine
+
+        llm = build_llm(path, dtype=vllm_dtype, seed=seed, max_model_len=max_len,
+                        gpu_memory_utilization=ecfg.gpu_memory_utilization,
+                        enforce_eager=eager, **kv_cache_bytes(ecfg.kv_cache_gb))
+        engine = VLLMEngine(llm, tok, route=ecfg.route, show_progress=show_progress)
+        try:
+            yield engine
+        finally:
+            engine.close()  # shutdown_llm: engine core, gc, empty_cache
+        return
+
+    from vdlib.engines.serving import ServerEngine, VLLMServer
+    from vdlib.engines.vllm_backend import processor_fqcns
+
+    if ecfg.route != "processor":
+        raise ValueError(f"engine.route = {ecfg.route!r} is not supported by the server "
+                         "backend; allowed values there: processor")
+    if ecfg.server_url:
+        yield ServerEngine(ecfg.server_url, served_model_name(ecfg.server_url), tok)
+        return
+    extra = ["--enforce-eager"] if eager else []
+    if ecfg.kv_cache_gb is not None:
+        extra += ["--kv-cache-memory-bytes", str(kv_cache_bytes(ecfg.kv_cache_gb)[
+            "kv_cache_memory_bytes"])]
+    gpus = server_gpus(ecfg, device, training_device)
+    with contextlib.ExitStack() as stack:
+        servers = [VLLMServer(path, gpu=gpu, max_model_len=max_len, dtype=vllm_dtype,
+                              gpu_memory_utilization=ecfg.gpu_memory_utilization, seed=seed % 2**32,
+                              logits_processors=processor_fqcns(), extra=extra)
+                   for gpu in gpus]
+        for server in servers:  # start all first, then wait: the servers load in parallel
+            stack.enter_context(_stopping(server))
+            server.start_process()
+        for server in servers:
+            server.wait_ready()
+        logger.info("vLLM servers on GPU(s) %s: %s", ", ".join(str(g) for g in gpus),
+                    ", ".join(s.base_url for s in servers))
+        yield ServerEngine([s.base_url for s in servers], servers[0].model_name, tok)
+
+
+@contextlib.contextmanager
+def _stopping(server: Any) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        server.stop()
+
+
+def server_gpus(ecfg: EngineConfig, device: str, training_device: str | None = None
+                ) -> list[str | None]:
+    """The GPUs to start servers on: ``engine.server_gpus`` without the training GPU (if one
+    is given and others remain), or the device's own GPU (None: inherit the environment).
+
+    >>> from vdlib.config.experiment import EngineConfig
+    >>> server_gpus(EngineConfig(server_gpus=["0", "1"]), "cuda:0", training_device="cuda:0")
+    ['1']
+    >>> server_gpus(EngineConfig(server_gpus=["0", "1"]), "cuda:0")
+    ['0', '1']
+    >>> server_gpus(EngineConfig(), "cuda:1")
+    ['1']
+    """
+    gpus: list[str | None] = list(ecfg.server_gpus)
+    busy = training_device.split(":", 1)[1] if training_device and ":" in training_device \
+        else ("0" if training_device == "cuda" else None)
+    if busy is not None and len(gpus) > 1:
+        gpus = [g for g in gpus if g != busy] or gpus
+    if not gpus:
+        gpus = [device.split(":", 1)[1] if device.startswith("cuda:") else None]
+    return gpus

@@ -1,0 +1,1 @@
+"""vdlib.grid: see docs/architecture.md."""

@@ -1,0 +1,1 @@
+"""vdlib.loop: see docs/architecture.md."""

@@ -1,0 +1,321 @@
+"""The co-evolution loop (paper Algorithm 1): resumable, deterministic, one folder per run.
+
+For t = 1..T, in stages, each finished by an atomic write (so a killed run loses at most the
+stage in progress and re-running the same command continues after the last finished stage):
+
+1. ``proposer``: GRPO on the proposer prompt (G samples per prompt) with the train-phase mask of
+   each rollout batch; rewards from the FROZEN previous solver
+   (:class:`vdlib.loop.trainer.ProposerReward`).
+   Writes ``proposer_rollouts.jsonl``, ``proposer_train.json``, then ``proposer_model/``.
+2. ``generate``: the trained proposer writes K questions, a fresh gen-phase mask per batch.
+   Writes ``generated.jsonl``.
+3. ``score``: the frozen previous solver answers each valid question M times (majority answer,
+   acc). Writes ``questions.jsonl``.
+4. ``curriculum``: keep tau_min <= acc <= tau_max; target = the proposer's answer (paper) or the
+   majority answer (R-Zero). Writes ``curriculum.jsonl``.
+5. ``solver``: GRPO of the solver on the curriculum, binary reward against the target.
+   Writes ``solver_train.json``, then ``solver_model/`` (an empty curriculum carries the previous
+   solver forward unchanged, and says so).
+6. ``metrics``: the iteration's numbers. Writes ``metrics.json``.
+
+Wall-clock seconds per stage go to ``iter_<t>/timing.json`` (the one file that differs between
+two runs of the same config, with ``manifest.json``).
+
+Multi-process (``accelerate launch``, N processes, one GPU each): the training stages
+(``proposer``, ``solver``) run on every rank through TRL, with the paper's global batch sizes
+split over the ranks; the other stages and every artifact or manifest write run on the main
+process while the other ranks wait at a barrier and then read the results from disk. Each rank
+scores its own proposer rollouts with its own frozen solver copy; the records are gathered into
+one ``proposer_rollouts.jsonl`` (each with its ``rank``). See
+:func:`vdlib.loop.distributed.init_distributed`.
+
+Code map: the stages are plain functions in :mod:`vdlib.loop.stages`, declared with their
+done-markers in ``stages.STAGE_TABLE``; the checkpoints (bases, trained roles, loading, saving,
+engines) are :class:`vdlib.loop.model_store.ModelStore`; this module is the runner that walks the
+table (skipping finished stages: :meth:`Loop.run`) and the entry points :func:`run` /
+:func:`run_arms`.
+
+Iteration 1 starts both roles from the base checkpoint (the proposer from its format
+warm-start in the tiny profile). Every stage seeds itself from ``(seed, stage, t)`` and reads its
+inputs from disk, so an interrupted-and-resumed run produces the same artifacts as an
+uninterrupted one. Layout: ``<output_dir>/<experiment>/<run_id>/`` with ``config.yaml``,
+``manifest.json`` and ``iter_<t>/`` (DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from vdlib.config.experiment import ConfigError, ExperimentConfig, load_params
+from vdlib.config.layout import iteration_dir, manifest_path, run_id, run_path
+from vdlib.loop.distributed import (
+    barrier,
+    broadcast_from_main,
+    init_distributed,
+    is_main_process,
+    world_size,
+)
+from vdlib.loop.model_store import ModelStore
+from vdlib.loop.progress import RunPaused, check_deadline, heartbeat
+from vdlib.loop.run_start import start_run
+from vdlib.loop.run_state import (
+    RunLock,
+    check_record,
+    claim_run,
+    file_record,
+    read_manifest,
+    remove_outputs,
+    remove_temporary,
+    update_manifest,
+)
+from vdlib.loop.stages import STAGE_TABLE, STAGES, TRAINING_STAGES
+from vdlib.method.seeding import derive_seed
+from vdlib.utils.artifacts import atomic_write_json
+
+__all__ = ["STAGES", "TRAINING_STAGES", "Loop", "RunResult", "run", "run_arms", "iteration_dir",
+           "check_visible_gpus"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class RunResult:
+    """Where the run lives and each iteration's metrics."""
+
+    run_dir: Path
+    iterations: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+class Loop:
+    """One run: its folder (locked, checked against the config's fingerprint, then
+    ``config.yaml`` and ``manifest.json`` written: :func:`vdlib.loop.run_state.claim_run`), its
+    :class:`~vdlib.loop.model_store.ModelStore`, and :meth:`run`, which walks
+    :data:`vdlib.loop.stages.STAGE_TABLE` for every iteration. ``force``: a folder holding another
+    config is moved aside (never mixed) instead of refused."""
+
+    def __init__(self, cfg: ExperimentConfig, *, force: bool = False) -> None:
+        self.cfg = cfg
+        self.lock: RunLock | None = None
+        self.tracker: Any = None
+        if is_main_process():
+            self.lock, self.run_dir = claim_run(cfg, force=force)
+            start_run(cfg)
+        barrier()
+        if not is_main_process():
+            self.run_dir = run_path(cfg)
+        self.store = ModelStore(cfg, self.run_dir)
+
+    def close(self) -> None:
+        """Close the run's tracker and release the run folder's lock (the process's exit
+        releases it too)."""
+        if self.tracker is not None:
+            self.tracker.close()
+            self.tracker = None
+        self.store.close()  # the run's engine (engine.lifetime: run)
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
+
+    def _verified(self, records: dict[str, Any], t: int, stage: Any, out: Path) -> bool:
+        record = records.get(stage_key(t, stage.name))
+        if record is None:
+            return False
+        why = check_record(out, record)
+        if why is not None:
+            logger.warning("iteration %d %s: %s; the stage and every later one run again", t,
+                           stage.name, why)
+        return why is None
+
+    def _label(self, t: int, stage: str) -> str:
+        index = STAGES.index(stage) + 1
+        return (f"{self.cfg.experiment}/{run_id(self.cfg)} | iteration {t}/"
+                f"{self.cfg.iterations} | stage {index}/{len(STAGES)} {stage}")
+
+    def run(self, on_stage: Callable[[int, str], None] | None = None) -> RunResult:
+        """All iterations. A stage whose record in the manifest matches the disk is skipped
+        (resume); the first stage that is not runs again, and so does every stage after it
+        (their records are dropped first, so a stale result is never reported as complete).
+        With several processes, the training stages run on every rank and the others on the
+        main one (the rest wait at a barrier, then read from disk)."""
+        try:
+            return self._run(on_stage)
+        finally:
+            self.close()
+
+    def _run(self, on_stage: Callable[[int, str], None] | None) -> RunResult:
+        result = RunResult(self.run_dir)
+        self.store.prepare_bases()
+        main = is_main_process()
+        if main and self.cfg.tracking != "none":
+            from vdlib.config.experiment import to_dict
+            from vdlib.utils.tracking import open_tracker
+
+            self.tracker = open_tracker(self.cfg.tracking, self.run_dir, run_id(self.cfg),
+                                        to_dict(self.cfg), project=self.cfg.experiment)
+        manifest = manifest_path(self.run_dir)
+        records = dict(read_manifest(manifest).get("stages", {})) if main else {}
+        rerun = False
+        for t in range(1, self.cfg.iterations + 1):
+            out = iteration_dir(self.run_dir, t)
+            out.mkdir(parents=True, exist_ok=True)
+            for stage in STAGE_TABLE:
+                done = main and not rerun and self._verified(records, t, stage, out)
+                if broadcast_from_main(done):
+                    logger.info("iteration %d %s: done earlier, skipped", t, stage.name)
+                    continue
+                label = self._label(t, stage.name)
+                expected = previous_seconds(self.run_dir, t, stage.name) if main else None
+                paused = None
+                if main:
+                    try:
+                        check_deadline(label, expected)
+                    except RunPaused as e:
+                        paused = str(e)
+                paused = broadcast_from_main(paused)
+                if paused:  # the main rank's message: every rank stops before the same stage
+                    raise RunPaused(paused)
+                if main and not rerun:
+                    records = {k: v for k, v in records.items()
+                               if stage_order(k) < stage_order(stage_key(t, stage.name))}
+                    update_manifest(manifest, stages=records)
+                rerun = True
+                if main:
+                    stale = remove_outputs(out, stage.outputs)
+                    if stale:
+                        logger.info("iteration %d %s: removed unrecorded %s", t, stage.name,
+                                    ", ".join(stale))
+                here = main or stage.every_rank
+                if on_stage is not None and here:
+                    on_stage(t, stage.name)
+                start = time.perf_counter()
+                _seed_everything(derive_seed(self.cfg.seed, stage.name, t) % 2**63)
+                if here:
+                    try:
+                        with heartbeat(label, expected=expected, log=logger,
+                                       interval=None if main else 0):
+                            stage.run(self.store, t, out)
+                    finally:  # also on SIGTERM / Ctrl-C: no working folder is left behind
+                        if main:
+                            remove_temporary(out)
+                seconds = time.perf_counter() - start
+                if main:
+                    records[stage_key(t, stage.name)] = file_record(out, stage.outputs)
+                    update_manifest(manifest, stages=records)
+                    timing_path = out / "timing.json"
+                    timing = json.loads(timing_path.read_text()) if timing_path.exists() else {}
+                    atomic_write_json(timing_path, {**timing, stage.name: round(seconds, 2)})
+                    logger.info("iteration %d %s: %.1f s", t, stage.name, seconds)
+                barrier()
+            metrics = json.loads((out / "metrics.json").read_text())
+            result.iterations.append(metrics)
+            if self.tracker is not None:
+                from vdlib.utils.tracking import iteration_scalars
+
+                self.tracker.log(iteration_scalars(metrics), step=t)
+            logger.info("iteration %d: %s", t, _summary(metrics))
+        if main:
+            start_run(self.cfg)  # refresh the manifest's "updated" time
+        barrier()
+        return result
+
+
+def previous_seconds(run_dir: Path, t: int, stage: str) -> float | None:
+    """How long ``stage`` took in iteration ``t - 1`` of this run (its ``timing.json``), the
+    heartbeat's ETA; None in the first iteration or when unrecorded."""
+    if t <= 1:
+        return None
+    path = iteration_dir(run_dir, t - 1) / "timing.json"
+    try:
+        value = json.loads(path.read_text()).get(stage)
+    except (OSError, ValueError, AttributeError):
+        return None
+    return float(value) if isinstance(value, int | float) else None
+
+
+def stage_key(t: int, stage: str) -> str:
+    """The manifest's key for stage ``stage`` of iteration ``t``: ``"<t>/<stage>"``."""
+    return f"{t}/{stage}"
+
+
+def stage_order(key: str) -> tuple[int, int]:
+    """(iteration, position in the stage table) of a :func:`stage_key`."""
+    t, _, name = key.partition("/")
+    return int(t), STAGES.index(name) if name in STAGES else len(STAGES)
+
+
+def _summary(m: dict[str, Any]) -> str:
+    keys = ("valid_questions", "generated", "mean_acc", "curriculum_size", "kept_fraction")
+    return ", ".join(f"{k}={m.get(k)}" for k in keys)
+
+
+def check_visible_gpus(cfg: ExperimentConfig, device_count: int | None = None) -> None:
+    """One process trains on one GPU: TRL refuses a single process that sees several (it would
+    wrap the model in ``nn.DataParallel``). Fail before any model loads, saying what to do.
+
+    >>> from vdlib.config.experiment import load_params
+    >>> check_visible_gpus(load_params({"model": {"device": "cuda:0"}}), device_count=1)
+    >>> check_visible_gpus(load_params({"model": {"device": "cuda:0"}}), device_count=2)
+    Traceback (most recent call last):
+    ...
+    vdlib.config.config_yaml.ConfigError: model.device = 'cuda:0', but this single process sees 2 GPUs ...
+    """
+    if world_size() > 1 or not cfg.model.device.startswith(("cuda", "auto")):
+        return
+    if device_count is None:
+        device_count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if device_count > 1:
+        raise ConfigError(
+            f"model.device = {cfg.model.device!r}, but this single process sees {device_count} "
+            "GPUs and TRL trains one process on one GPU; make one GPU visible "
+            "(CUDA_VISIBLE_DEVICES=0 vdlib run ...; engine.server_gpus name physical GPUs for "
+            "vdlib's vLLM servers, e.g. the paper's 2-GPU topology), or launch one process per "
+            "GPU with accelerate launch")
+
+
+def run(config: ExperimentConfig | str | dict, on_stage: Callable[[int, str], None] | None = None,
+        *, force: bool = False) -> RunResult:
+    """Run (or resume) the co-evolution of ``config`` (an ExperimentConfig, params path or
+    dict); returns the run folder and each iteration's metrics. ``config.arms`` is ignored
+    here: see :func:`run_arms`. A folder that holds a run of another config is refused
+    (:class:`vdlib.loop.run_state.RunConfigMismatch`), or with ``force`` moved aside first."""
+    cfg = config if isinstance(config, ExperimentConfig) else load_params(config)
+    init_distributed()
+    check_visible_gpus(cfg)
+    return Loop(cfg, force=force).run(on_stage)
+
+
+def run_arms(config: ExperimentConfig | str | dict,
+             on_stage: Callable[[int, str], None] | None = None, *, force: bool = False
+             ) -> dict[str, RunResult]:
+    """Run (or resume) every arm in ``config.arms`` (vdlib.loop.arms), each in its own folder
+    ``<experiment>/<arm>-seed<seed>``; with no arms, the config itself under its own name.
+    ``force``: as in :func:`run`."""
+    from vdlib.config.experiment import to_dict
+    from vdlib.loop.arms import arm_params
+
+    cfg = config if isinstance(config, ExperimentConfig) else load_params(config)
+    if not cfg.arms:
+        return {cfg.run_id or "run": run(cfg, on_stage, force=force)}
+    base = to_dict(cfg)
+    configs = {arm: load_params(arm_params(base, arm)) for arm in cfg.arms}  # validate all first
+    results = {}
+    for k, (arm, c) in enumerate(configs.items(), start=1):
+        logger.info("arm %d/%d: %s (%s)", k, len(configs), arm, run_id(c))
+        results[arm] = run(c, on_stage, force=force)
+    return results

@@ -1,0 +1,442 @@
+"""GRPO on TRL (pinned: trl==1.16.0) with vocabulary dropout at sampling time.
+
+:class:`MaskedGRPOTrainer` subclasses TRL's ``GRPOTrainer`` and changes two things:
+
+- **Sampling under the mask.** Every rollout generation (``_generate_single_turn``) draws the
+  batch's mask from ``mask_seed_fn(global_step)`` (identical on every rank: it depends only on
+  the step) and applies it while sampling: on the transformers path through a forward hook on the
+  output embedding (``lm_head``) that exists only for the duration of ``generate``; on TRL's vLLM
+  path (``use_vllm``, colocate or server) through the vdlib seeded processor's ``extra_args``
+  (:mod:`vdlib.engines.vllm_backend`; TRL's vLLM loads the processor from vdlib's entry point). Every
+  rollout batch is checked: no sampled id is one the batch's mask drops. The loss forward pass
+  runs without the hook, so the GRPO update uses **full-vocabulary**
+  log-probabilities (paper, Sec. "Vocabulary dropout"). vLLM importance-sampling correction is
+  turned off whenever a mask is active (under a mask every ratio pi_full / pi_masked <= 1 and TRL
+  would down-weight whole sequences).
+- **Loss variants.** ``grpo`` is TRL's clipped surrogate with the k3 KL term and token-mean
+  aggregation over the generation batch (``loss_type="dapo"``); ``kl_cov`` and ``clip_cov`` (the
+  paper's entropy-control baselines, proposer only) replace the policy term with
+  :func:`vdlib.method.grpo.kl_cov_loss` / :func:`vdlib.method.grpo.clip_cov_loss` and keep the KL term and the
+  aggregation. Their statistics (KL-Cov's ``penalty``, ``n_active``; Clip-Cov's
+  ``n_selected``, the tokens whose gradient it cut) go into TRL's per-step logs as
+  ``<variant>/<stat>``, which the run keeps in ``proposer_train.json``. Their old log-probs
+  (``cov["old_logprobs"]``, config ``cov_old_logprobs``): ``recompute`` (default) takes them
+  from a separate no-grad forward over the rollout batch in chunks of
+  ``cov["experience_micro_batch"]`` (config ``micro_batch_size_experience``, the paper's 4), as
+  verl's and EasyR1's ``compute_log_prob`` do before every update; ``detach`` keeps TRL's rule
+  (the update's own log-probs, detached, whenever TRL skips its pass: exactly on-policy, where
+  KL-Cov's term is 0). See docs/experiments.md, "KL-Cov on-policy".
+
+Batch sizes follow verl's meaning, which the paper's table uses: ``global_batch_size`` and
+``rollout_batch_size`` count *prompts*; each prompt gets ``num_generations`` completions. So a
+proposer step updates on 16 x 4 = 64 completions. ``ppo_mini_batches`` = n splits each global
+batch into n optimizer steps (verl's ``ppo_mini_batch_size``); ``max_steps`` keeps counting
+global batches, so TRL runs ``n * max_steps`` optimizer steps on the same rollouts.
+:func:`trl_args` maps a :class:`vdlib.config.experiment.GRPOConfig` onto TRL's ``GRPOConfig``.
+
+The reward callables (:class:`ProposerReward`, :class:`SolverReward`) follow TRL's reward-function
+signature and record every rollout for the run's artifacts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from trl import GRPOTrainer
+
+from vdlib.config.experiment import GRPOConfig, ScoringConfig
+from vdlib.engines.generation import GenerationEngine
+from vdlib.loop.scoring import score_questions
+from vdlib.method.bleu_penalty import bleu_cluster_penalty
+from vdlib.method.grpo import clip_cov_loss, kl_cov_loss
+from vdlib.method.parsing import extract_proposal
+from vdlib.method.rewards import solver_reward, total_proposer_reward
+from vdlib.method.vocab_dropout import VocabDropout
+
+__all__ = ["MaskedGRPOTrainer", "trl_args", "cov_settings", "training_dtypes", "lm_head_mask",
+           "ProposerReward", "SolverReward", "completion_text", "check_rollouts_masked",
+           "prepare_vllm_rollouts", "release_rollout_engine", "split_timing", "COV_OLD_LOGPROBS"]
+
+#: Where KL-Cov / Clip-Cov take their old log-probs from (see the module docstring).
+COV_OLD_LOGPROBS = ("recompute", "detach")
+
+logger = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def lm_head_mask(model: Any, allowed: torch.Tensor) -> Iterator[None]:
+    """Within the block, ``model``'s logits at dropped ids are -inf (a forward hook on the output
+    embedding); the hook is removed on exit, so later forward passes see the full vocabulary."""
+    head = model.get_output_embeddings()
+    dropped = (~allowed).to(head.weight.device)
+
+    def hook(_module: Any, _inputs: Any, output: torch.Tensor) -> torch.Tensor:
+        return output.masked_fill(dropped, float("-inf"))
+
+    handle = head.register_forward_hook(hook)
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
+def check_rollouts_masked(completion_ids: Any, vd: VocabDropout, seed: int) -> None:
+    """Raise RuntimeError if a rollout holds an id that mask ``seed`` drops (e.g. vLLM built
+    without vdlib's processor). ``completion_ids``: lists of ids or a 2-D tensor (a tensor's
+    padding is the pad id, which is protected)."""
+    allowed = vd.sample(seed)
+    rows = completion_ids.tolist() if isinstance(completion_ids, torch.Tensor) else \
+        completion_ids
+    bad = []
+    for i, ids in enumerate(rows):
+        if not len(ids):
+            continue
+        t = torch.as_tensor(list(ids), dtype=torch.long)
+        hit = (t >= allowed.shape[0]) | ~allowed[t.clamp(max=allowed.shape[0] - 1)]
+        if bool(hit.any()):
+            bad.append((i, t[hit][:5].tolist()))
+    if bad:
+        raise RuntimeError(f"{len(bad)} GRPO rollouts hold ids dropped by mask {seed} (row, "
+                           f"ids): {bad[:3]}; with vLLM rollouts, vdlib's processor must be "
+                           "loaded through its entry point (pip install -e .)")
+
+
+def prepare_vllm_rollouts(masked: bool) -> None:
+    """Before TRL builds its colocated ``vllm.LLM``: TRL reloads the policy's weights into the
+    engine in this process (so vLLM must not run its engine core in a child process), and a
+    masked run needs vdlib's processor, which TRL cannot pass, from the entry point."""
+    from vdlib.engines.vllm_backend import (
+        ENTRY_POINT_GROUP,
+        entry_point_registered,
+        use_inprocess_engines,
+    )
+
+    use_inprocess_engines()
+    if masked:
+
+        if not entry_point_registered():
+            raise RuntimeError(
+                "GRPO rollouts through vLLM under a vocabulary mask need vdlib's logits "
+                f"processor in the {ENTRY_POINT_GROUP!r} entry-point group, which TRL's vLLM "
+                "loads; install vdlib (pip install -e .) or set engine.rollouts: hf")
+
+
+_TIMING_KEYS = ("train_runtime", "train_samples_per_second", "train_steps_per_second",
+                "step_time")
+
+
+def split_timing(history: list[dict[str, Any]]) -> dict[str, Any]:
+    """TRL's log history without its wall-clock fields, so the same seed gives the same file
+    (stage wall-clock times go to ``timing.json``)."""
+    return {"log_history": [{k: v for k, v in row.items() if k not in _TIMING_KEYS}
+                            for row in history]}
+
+
+def release_rollout_engine(trainer: Any) -> None:
+    """Shut down TRL's colocated vLLM once training is over, so that its GPU memory returns
+    before the next stage starts its own engine (no-op without one). The run's engine
+    (``engine.lifetime: run``) is only taken back from TRL, asleep, for the run's next use."""
+    generation = getattr(trainer, "vllm_generation", None)
+    llm = getattr(generation, "llm", None)
+    if llm is not None and hasattr(llm, "policy"):  # vdlib.engines.engine_lifetime._TRLHandle
+        generation.llm = None
+        llm.policy = None
+        llm.sleep(level=2)
+    elif llm is not None:
+        from vdlib.engines.vllm_backend import shutdown_llm
+
+        generation.llm = None
+        shutdown_llm(llm)
+
+
+def training_dtypes(precision: str, use_cpu: bool) -> tuple[str, str]:
+    """``(policy, reference)`` dtypes of a GRPO run at ``precision``. The trained policy is
+    always held in float32 (master weights; TRL's ``bf16``/``fp16`` autocast computes in the low
+    precision): AdamW updates of ~lr = 1e-6 are far below half a bf16 ulp of typical weights and
+    would round away in bf16 weights. The frozen reference model needs no master copy and is
+    loaded in ``precision`` on GPU. CPU: float32 for both."""
+    if use_cpu:
+        return "float32", "float32"
+    return "float32", precision if precision in ("bfloat16", "float16") else "float32"
+
+
+def trl_args(g: GRPOConfig, *, output_dir: str, seed: int, num_processes: int = 1,
+             use_cpu: bool = False, masked: bool = False, **overrides: Any) -> Any:
+    """TRL ``GRPOConfig`` for one role (see the module docstring for the batch-size mapping)."""
+    from trl import GRPOConfig as TRLConfig
+
+    n_mini = g.ppo_mini_batches
+    if (g.global_batch_size * g.num_generations) % n_mini:
+        raise ValueError(f"global_batch_size x num_generations = "
+                         f"{g.global_batch_size * g.num_generations} is not a multiple of "
+                         f"ppo_mini_batches = {n_mini}")
+    completions_per_step = g.global_batch_size * g.num_generations // n_mini  # per AdamW step
+    per_device = min(g.micro_batch_size_update, completions_per_step)
+    denom = per_device * num_processes
+    if completions_per_step % denom:
+        raise ValueError(f"global_batch_size x num_generations / ppo_mini_batches = "
+                         f"{completions_per_step} is not a multiple of micro_batch_size_update "
+                         f"x processes = {denom}")
+    if g.rollout_batch_size % g.global_batch_size:
+        raise ValueError(f"rollout_batch_size = {g.rollout_batch_size} is not a multiple of "
+                         f"global_batch_size = {g.global_batch_size}")
+    # max_steps (config or override) counts global batches; TRL counts optimizer steps
+    max_steps = int(overrides.pop("max_steps", g.max_steps)) * n_mini
+    bf16 = g.precision == "bfloat16" and not use_cpu
+    _, ref_dtype = training_dtypes(g.precision, use_cpu)
+    kwargs = dict(
+        output_dir=output_dir, seed=seed, use_cpu=use_cpu,
+        learning_rate=g.learning_rate, weight_decay=g.weight_decay, warmup_steps=g.warmup_steps,
+        lr_scheduler_type="constant", max_grad_norm=g.max_grad_norm, optim="adamw_torch",
+        beta=g.kl_beta, epsilon=g.clip_eps_low, epsilon_high=g.clip_eps_high,
+        loss_type="dapo", scale_rewards="group",
+        num_generations=g.num_generations, per_device_train_batch_size=per_device,
+        gradient_accumulation_steps=completions_per_step // denom,
+        steps_per_generation=(completions_per_step // denom)
+        * (g.rollout_batch_size // g.global_batch_size) * n_mini,
+        num_iterations=g.updates_per_batch,
+        max_completion_length=g.max_response_length, temperature=g.temperature, top_p=g.top_p,
+        top_k=g.top_k, max_steps=max_steps, num_train_epochs=g.epochs,
+        gradient_checkpointing=g.gradient_checkpointing and not use_cpu,
+        bf16=bf16, fp16=g.precision == "float16" and not use_cpu,
+        report_to="none", logging_steps=1, save_strategy="no", disable_dropout=True,
+        # verl, as the paper used it, has no such correction; TRL's would reweight each
+        # sequence by the product of its token ratios (docs/vllm.md); a mask makes the ratio
+        # meaningless (vLLM's masked log-probs against the full-vocabulary policy)
+        vllm_importance_sampling_correction=g.rollout_is_correction and not masked,
+        # the reference model (beta > 0) is rebuilt by TRL from the policy's path with these:
+        # in the low precision, and on this rank's device, never spread with device_map="auto"
+        # (TRL forces None only under DDP/DeepSpeed; FSDP and one process would spread it)
+        model_init_kwargs={"dtype": ref_dtype, "device_map": None},
+    )
+    kwargs.update(overrides)
+    if kwargs.get("use_vllm") and kwargs.get("vllm_mode", "colocate") == "colocate":
+        prepare_vllm_rollouts(masked)
+    return TRLConfig(**kwargs)
+
+
+def cov_settings(g: GRPOConfig) -> dict[str, Any]:
+    """The KL-Cov / Clip-Cov settings of a role (``MaskedGRPOTrainer``'s ``cov``)."""
+    return {"k_frac": g.kl_cov_k_frac, "beta": g.kl_cov_beta, "ratio": g.clip_cov_ratio,
+            "lb": g.clip_cov_lb, "ub": g.clip_cov_ub, "old_logprobs": g.cov_old_logprobs,
+            "experience_micro_batch": g.micro_batch_size_experience}
+
+
+def completion_text(completion: Any) -> str:
+    """A TRL completion as text (plain string, or conversational ``[{"content": ...}]``)."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, list) and completion and isinstance(completion[-1], dict):
+        return str(completion[-1].get("content", ""))
+    return str(completion)
+
+
+class MaskedGRPOTrainer(GRPOTrainer):
+    """TRL's GRPOTrainer with the vocabulary mask at sampling time and the loss variants (see
+    the module docstring). Extra keyword arguments: ``vocab_dropout``, ``mask_seed_fn(step)``,
+    ``loss_variant`` (grpo | kl_cov | clip_cov), ``cov`` (k_frac, beta, ratio, lb, ub,
+    old_logprobs: recompute | detach, experience_micro_batch) and
+    ``rollout_llm_kwargs`` (extra ``vllm.LLM`` keywords of TRL's colocated engine,
+    :func:`vdlib.engines.setting.rollout_llm_kwargs`) or ``rollout_llm_factory`` (what TRL's
+    ``LLM(...)`` returns instead: the run's engine,
+    :meth:`vdlib.loop.model_store.ModelStore.trl_engine`)."""
+
+    def __init__(self, *args: Any, vocab_dropout: VocabDropout | None = None,
+                 mask_seed_fn: Callable[[int], int] | None = None,
+                 loss_variant: str = "grpo", cov: dict | None = None,
+                 rollout_llm_kwargs: dict[str, Any] | None = None,
+                 rollout_llm_factory: Callable[..., Any] | None = None, **kwargs: Any) -> None:
+        if (vocab_dropout is None) != (mask_seed_fn is None):
+            raise ValueError("vocab_dropout and mask_seed_fn go together")
+        if loss_variant not in ("grpo", "kl_cov", "clip_cov"):
+            raise ValueError(f"loss_variant = {loss_variant!r}; allowed values: grpo, "
+                             "kl_cov, clip_cov")
+        old_mode = (cov or {}).get("old_logprobs", "recompute")
+        if old_mode not in COV_OLD_LOGPROBS:
+            raise ValueError(f"cov old_logprobs = {old_mode!r}; allowed values: "
+                             f"{', '.join(COV_OLD_LOGPROBS)}")
+        if int((cov or {}).get("experience_micro_batch", 4)) < 1:
+            raise ValueError("cov experience_micro_batch must be >= 1")
+        from vdlib.engines.vllm_backend import trl_llm_kwargs
+
+        # TRL's colocated vLLM starts in here, or receives the run's engine from the factory
+        with trl_llm_kwargs(rollout_llm_kwargs, factory=rollout_llm_factory):
+            super().__init__(*args, **kwargs)
+        handle = getattr(getattr(self, "vllm_generation", None), "llm", None)
+        if rollout_llm_factory is not None and hasattr(handle, "policy"):
+            handle.policy = self.model  # the freshness diagnostic compares against it
+        self.vocab_dropout = vocab_dropout
+        self.mask_seed_fn = mask_seed_fn
+        self.loss_variant = loss_variant
+        self.cov = dict(cov or {})
+        self.current_mask_seed: int | None = None
+        self.mask_log: list[dict[str, Any]] = []  # (step, seed, kept fraction) per generation
+        self._cov_generator = torch.Generator().manual_seed(int(self.args.seed))
+        ref = getattr(self, "ref_model", None)
+        logger.info("GRPO on %s: policy weights %s, reference %s, autocast %s",
+                    self.accelerator.device, next(self.model.parameters()).dtype,
+                    next(ref.parameters()).dtype if ref is not None else None,
+                    "bf16" if self.args.bf16 else "fp16" if self.args.fp16 else "off")
+
+    def _generate_single_turn(self, prompt_ids: Any, *args: Any, **kwargs: Any) -> Any:
+        if self.vocab_dropout is None:
+            return super()._generate_single_turn(prompt_ids, *args, **kwargs)
+        step = int(self.state.global_step)
+        seed = self.mask_seed_fn(step)
+        self.current_mask_seed = seed
+        kept = self.vocab_dropout.kept_fraction(seed)
+        self.mask_log.append({"step": step, "mask_seed": seed, "kept_fraction": kept})
+        self._metrics["train"]["vocab_dropout/kept_fraction"].append(kept)
+        if self.use_vllm:
+            from vdlib.engines.vllm_backend import extra_args
+
+            self.vllm_generation.generation_kwargs["extra_args"] = extra_args(
+                self.vocab_dropout, seed)
+            out = super()._generate_single_turn(prompt_ids, *args, **kwargs)
+        else:
+            model = self.accelerator.unwrap_model(self.model)
+            allowed = self.vocab_dropout.sample(seed, self.accelerator.device)
+            with lm_head_mask(model, allowed):
+                out = super()._generate_single_turn(prompt_ids, *args, **kwargs)
+        check_rollouts_masked(out[0], self.vocab_dropout, seed)
+        return out
+
+    def _generate_and_score_completions(self, inputs: Any) -> dict[str, Any]:
+        out = super()._generate_and_score_completions(inputs)
+        if (self.loss_variant != "grpo" and self.model.training
+                and self.cov.get("old_logprobs", "recompute") == "recompute"):
+            out["old_per_token_logps"] = self._experience_logps(out)
+        return out
+
+    def _experience_logps(self, batch: dict[str, Any]) -> torch.Tensor:
+        """Old log-probs of a rollout batch as verl's / EasyR1's ``compute_log_prob``: one
+        no-grad forward of the current policy over the whole batch, before any update on it, in
+        chunks of ``experience_micro_batch`` completions (the update runs in chunks of
+        ``per_device_train_batch_size``). Replaces TRL's own pass where TRL made one."""
+        from trl.models.utils import disable_gradient_checkpointing
+
+        input_ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
+        attention_mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
+        with torch.no_grad(), disable_gradient_checkpointing(
+                self.model, self.args.gradient_checkpointing_kwargs):
+            logps, _, _ = self._get_per_token_logps_and_entropies(
+                self.model, input_ids, attention_mask, batch["completion_ids"].size(1),
+                batch_size=int(self.cov.get("experience_micro_batch", 4)))
+        return logps
+
+    def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> torch.Tensor:
+        if self.loss_variant == "grpo":
+            return super()._compute_loss(model, inputs)
+        return self._cov_loss(model, inputs)
+
+    def _cov_loss(self, model: Any, inputs: dict[str, Any]) -> torch.Tensor:
+        prompt_ids, prompt_mask = inputs["prompt_ids"], inputs["prompt_mask"]
+        completion_ids, mask = inputs["completion_ids"], inputs["completion_mask"]
+        input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
+        attention_mask = torch.cat([prompt_mask, mask], dim=1)
+        logps, entropies, _ = self._get_per_token_logps_and_entropies(
+            model, input_ids, attention_mask, completion_ids.size(1), compute_entropy=True)
+        old = inputs.get("old_per_token_logps")
+        old = logps.detach() if old is None else old
+        adv = inputs["advantages"]
+        adv = adv if adv.dim() == 1 else adv[:, 0]
+        maskf = mask.to(logps.dtype)
+        if self.loss_variant == "kl_cov":
+            per_token, stats = kl_cov_loss(
+                logps, old, adv, maskf, k_frac=self.cov.get("k_frac", 2e-3),
+                kl_coef=self.cov.get("beta", 1.0))
+        else:
+            per_token, stats = clip_cov_loss(
+                logps, old, adv, maskf, eps_low=self.epsilon_low, eps_high=self.epsilon_high,
+                clip_ratio=self.cov.get("ratio", 2e-4), cov_lb=self.cov.get("lb", 1.0),
+                cov_ub=self.cov.get("ub", 5.0), generator=self._cov_generator)
+        if self.beta != 0.0:
+            ref = inputs["ref_per_token_logps"]
+            per_token = per_token + self.beta * (torch.exp(ref - logps) - (ref - logps) - 1)
+        # token-mean over the generation batch, as TRL's "dapo" aggregation
+        normalizer = inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes
+        if self.model.training:
+            normalizer = (normalizer * self.current_gradient_accumulation_steps
+                          / self.args.steps_per_generation)
+        loss = (per_token * maskf).sum() / normalizer
+        mode = "train" if self.model.training else "eval"
+        self._metrics[mode]["entropy"].append(
+            float((entropies.detach() * maskf).sum() / maskf.sum().clamp(min=1.0)))
+        for k, v in stats.items():
+            self._metrics[mode][f"{self.loss_variant}/{k}"].append(float(v))
+        return loss
+
+
+class ProposerReward:
+    """TRL reward function of the proposer phase (paper Algorithm 1, phase 1).
+
+    Each rollout is parsed (``<question>`` block then ``\\boxed{}`` answer); the FROZEN solver
+    answers each valid question ``M`` times; reward = proposer_reward(acc) - lambda *
+    BLEU-cluster penalty over the rollout batch; parse failures get the configured failure value.
+    Every call appends one record per rollout to ``self.records`` (question, answer, acc,
+    majority, reward, penalty, mask seed, step).
+    """
+
+    __name__ = "proposer_reward"
+
+    def __init__(self, solver_engine: GenerationEngine, tokenizer: Any, cfg: ScoringConfig,
+                 seed: int = 0, trainer_ref: Callable[[], Any] | None = None) -> None:
+        self.engine, self.tokenizer, self.cfg, self.seed = solver_engine, tokenizer, cfg, seed
+        self.trainer_ref = trainer_ref
+        self.records: list[dict[str, Any]] = []
+        self.calls = 0
+
+    def __call__(self, prompts: list, completions: list, completion_ids: list | None = None,
+                 **kwargs: Any) -> list[float]:
+        cfg = self.cfg
+        texts = [completion_text(c) for c in completions]
+        proposals = [extract_proposal(t) for t in texts]
+        questions = [p.question if p else None for p in proposals]
+        scores = score_questions(questions, self.engine, self.tokenizer, cfg.num_solver_samples,
+                                 seed=self.seed + 7919 * self.calls, temperature=cfg.temperature,
+                                 top_p=cfg.top_p, top_k=cfg.top_k,
+                                 max_new_tokens=cfg.max_new_tokens, show_progress=False)
+        accs = [s.acc for s in scores]
+        penalties = bleu_cluster_penalty(questions, cfg.bleu_threshold,
+                                         include_failed=cfg.penalty_scope == "batch")
+        rewards = total_proposer_reward(accs, penalties, cfg.tau_min, cfg.tau_max,
+                                        cfg.proposer_reward_variant, cfg.parse_failure_reward,
+                                        cfg.penalty_weight)
+        trainer = self.trainer_ref() if self.trainer_ref else None
+        step = int(trainer.state.global_step) if trainer is not None else None
+        mask = getattr(trainer, "current_mask_seed", None) if trainer is not None else None
+        for i, (p, s, r, pen) in enumerate(zip(proposals, scores, rewards, penalties,
+                                               strict=True)):
+            self.records.append({
+                "call": self.calls, "index": i, "step": step, "mask_seed": mask,
+                "valid": p is not None, "question": s.question,
+                "answer": p.answer if p else None, "acc": s.acc, "majority": s.majority,
+                "solver_answers": s.answers, "penalty": pen, "reward": r,
+                "num_tokens": len(completion_ids[i]) if completion_ids is not None else None,
+                "text": texts[i],
+            })
+        self.calls += 1
+        return rewards
+
+
+class SolverReward:
+    """TRL reward function of the solver phase: 1.0 when the completion's last ``\\boxed{}`` is
+    equivalent to the example's ``answer`` column (the target chosen by the curriculum)."""
+
+    __name__ = "solver_reward"
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+
+    def __call__(self, prompts: list, completions: list, answer: list | None = None,
+                 **kwargs: Any) -> list[float]:
+        texts = [completion_text(c) for c in completions]
+        targets = answer if answer is not None else [None] * len(texts)
+        rewards = solver_reward(texts, targets)
+        self.records.extend({"target": t, "reward": r} for t, r in zip(targets, rewards,
+                                                                         strict=True))
+        return rewards

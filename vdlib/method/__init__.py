@@ -1,0 +1,1 @@
+"""vdlib.method: see docs/architecture.md."""

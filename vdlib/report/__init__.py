@@ -1,0 +1,1 @@
+"""vdlib.report: see docs/architecture.md."""

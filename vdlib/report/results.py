@@ -1,0 +1,388 @@
+"""Committed results files: a grid's numbers as one JSON, and the report drawn from it.
+
+A GPU machine keeps its checkpoints; only small files come back. :func:`collect_results`
+gathers, on the machine, one record per arm, seed and iteration (the loop metrics of
+``iter_<t>/metrics.json``, and solver pass@1 where an evaluation exists) plus the starting
+checkpoint's pass@1 (arm ``base``, iteration 0) into one JSON (``docs/results/*.json``).
+:func:`results_report` is the report step on that file alone: the figure of notebook 01's plot
+function (:func:`vdlib.report.plots.diversity_dynamics`, the paper's curves beside ours), a table of
+every field per arm and iteration (mean +- SE over seeds), the pass@1 table, and the effects
+table (each VD arm minus the baseline: Welch's and the paired t-test of
+:func:`vdlib.utils.stats.compare_seeds`) that docs/RESULTS.md quotes. ``vdlib results FILE --out DIR``
+runs it and prints the effects table.
+
+>>> RECORD_FIELDS[:3]
+('valid_fraction', 'self_bleu', 'vendi')
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from vdlib.config import layout
+from vdlib.report.frames import LOOP_METRIC_COLUMNS, arm_label
+from vdlib.report.table_format import format_cell
+from vdlib.utils.artifacts import atomic_write_json
+from vdlib.utils.stats import ALPHA, SE_DDOF, compare_seeds, mean_and_se
+
+__all__ = ["RECORD_FIELDS", "PASS1_PREFIX", "collect_results", "merge_results", "load_results",
+           "ResultsFileError", "RESULTS_MAX_BYTES", "loop_frame",
+           "pass1_frame", "summary_table", "pass1_table", "effects_table", "results_report"]
+
+#: the loop metrics each record carries (names of ``iter_<t>/metrics.json``)
+RECORD_FIELDS = ("valid_fraction", "self_bleu", "vendi", "novelty_rate", "cumulative_vendi",
+                 "unique_tokens", "proposer_entropy", "curriculum_size", "proposer_mean_reward",
+                 "valid_questions", "generated", "mean_acc", "kept_fraction")
+#: record keys of solver pass@1: ``pass1_<benchmark>`` (mean over evaluation runs, in %) and
+#: ``pass1_<benchmark>_runs`` (each run's accuracy, in %)
+PASS1_PREFIX = "pass1_"
+#: spread of :func:`summary_table`'s SEs: the sample SD (no paper cell reproduced there)
+SUMMARY_DDOF = 1
+#: the paper's direction for each diversity metric: +1 = VD should raise it, -1 = lower it
+DIRECTION = {"self_bleu": -1, "vendi": 1, "novelty_rate": 1, "cumulative_vendi": 1,
+             "unique_tokens": 1, "proposer_entropy": 1}
+
+
+def _pass1_fields(summary: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, result in summary.results.items():
+        out[f"{PASS1_PREFIX}{name}"] = round(100.0 * result.mean, 4)
+        out[f"{PASS1_PREFIX}{name}_runs"] = [round(100.0 * a, 4) for a in result.accuracies]
+    return out
+
+
+def collect_results(runs: Mapping[tuple[str, int], str | os.PathLike],
+                    evaluations: Mapping[tuple[str, int], Any] | None = None,
+                    base: Any = None, meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``{**meta, "records": [...]}``: per run ``(arm, seed)`` and finished iteration, the
+    :data:`RECORD_FIELDS` of its metrics (None where absent) and, at the evaluated (last)
+    iteration, solver pass@1 from ``evaluations[(arm, seed)]`` (an EvalSummary); ``base``: the
+    starting checkpoint's EvalSummary, recorded as arm ``base``, seed None, iteration 0."""
+    records: list[dict[str, Any]] = []
+    if base is not None:
+        records.append({"arm": "base", "seed": None, "iteration": 0, **_pass1_fields(base)})
+    for (arm, seed), run_dir in runs.items():
+        finished = layout.iteration_dirs(Path(run_dir), layout.METRICS_FILE)
+        for i, (t, folder) in enumerate(finished):
+            m = json.loads((folder / layout.METRICS_FILE).read_text(encoding="utf-8"))
+            rec = {"arm": arm, "seed": seed, "iteration": t,
+                   **{k: m.get(k) for k in RECORD_FIELDS}}
+            if evaluations and (arm, seed) in evaluations and i == len(finished) - 1:
+                rec.update(_pass1_fields(evaluations[(arm, seed)]))
+            records.append(rec)
+    return {**(meta or {}), "records": records}
+
+
+def _update_meta(dst: dict[str, Any], src: Mapping[str, Any]) -> None:
+    for key, value in src.items():
+        if isinstance(value, Mapping) and isinstance(dst.get(key), dict):
+            _update_meta(dst[key], value)
+        elif value is not None:
+            dst[key] = value
+
+
+def _run_summary(parts: Sequence[Mapping[str, Any]], index: int,
+                 recs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """A run's entry in ``runs``: finished iterations, whether the last finished one was
+    evaluated, its part and card, and (if any) the iteration cut before its solver phase."""
+    full = [r for r in recs if not r.get("partial")]
+    entry: dict[str, Any] = {
+        "iterations": [r["iteration"] for r in full],
+        "evaluated": bool(full) and any(k.startswith(PASS1_PREFIX) and v is not None
+                                        for k, v in full[-1].items()),
+        "part": index, "card": parts[index].get("card")}
+    cut = [r["iteration"] for r in recs if r.get("partial")]
+    if cut:
+        entry["partial_iterations"] = cut
+    return entry
+
+
+def merge_results(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One results dict from several (:func:`collect_results` of grids run at different
+    times, e.g. seeds on different machine holds), in order: a later part's run ``(arm, seed)``
+    replaces every record of that run in earlier parts (a rerun supersedes), and a later
+    ``base`` record replaces an earlier one. Meta keys come from the last part that has them
+    (not None; nested dicts key by key);
+    ``seeds`` becomes the sorted union, ``iterations`` the most iterations any run finished,
+    and ``runs`` maps ``<arm>-seed<seed>`` to its finished iterations, whether its last one
+    was evaluated, which part (index) it came from and that part's ``card`` (and
+    ``partial_iterations``: records marked ``partial``, cut before the solver phase, which
+    count in the tables but not as finished); the top-level ``card`` names every card of the
+    merged runs, in part order.
+
+    >>> a = {"seeds": [0], "records": [{"arm": "x", "seed": 0, "iteration": 1}]}
+    >>> b = {"seeds": [2], "records": [{"arm": "x", "seed": 2, "iteration": t} for t in (1, 2)]}
+    >>> m = merge_results([a, b])
+    >>> m["seeds"], m["iterations"], m["runs"]["x-seed2"]
+    ([0, 2], 2, {'iterations': [1, 2], 'evaluated': False, 'part': 1, 'card': None})
+    """
+    meta: dict[str, Any] = {}
+    by_run: dict[tuple[str, Any], tuple[int, list[dict[str, Any]]]] = {}
+    base: dict[str, Any] | None = None
+    seeds: set[int] = set()
+    for index, part in enumerate(parts):
+        _update_meta(meta, {k: v for k, v in part.items() if k != "records"})
+        seeds.update(part.get("seeds") or [])
+        runs: dict[tuple[str, Any], list[dict[str, Any]]] = {}
+        for rec in part["records"]:
+            if rec["arm"] == "base":
+                base = dict(rec)
+            else:
+                runs.setdefault((rec["arm"], rec["seed"]), []).append(dict(rec))
+        for key, recs in runs.items():
+            by_run[key] = (index, sorted(recs, key=lambda r: r["iteration"]))
+    arms = list(meta.get("arms") or [])
+    order = sorted(by_run, key=lambda k: (arms.index(k[0]) if k[0] in arms else len(arms),
+                                          k[0], k[1]))
+    records = ([base] if base else []) + [r for k in order for r in by_run[k][1]]
+    summary = {layout.arm_run_id(arm, seed): _run_summary(parts, *by_run[(arm, seed)])
+               for arm, seed in order}
+    cards = [parts[i].get("card") for i in sorted({v["part"] for v in summary.values()})]
+    if any(cards):
+        meta["card"] = ", ".join(dict.fromkeys(c for c in cards if c))
+    meta.update(seeds=sorted(seeds), runs=summary,
+                iterations=max((len(v["iterations"]) for v in summary.values()), default=0))
+    return {**meta, "records": records}
+
+
+class ResultsFileError(ValueError):
+    """A results file that cannot be used: the message names the file and, for a record, its
+    index and key (one line from ``vdlib results``)."""
+
+
+#: a results file larger than this is refused unread (the committed ones are a few tens of KB)
+RESULTS_MAX_BYTES = 64 << 20
+
+
+def _not_json_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_record(path: Any, i: int, r: Any) -> None:
+    """Raise :class:`ResultsFileError` unless record ``i`` is what the report reads: an object
+    with ``arm`` (text), ``seed`` (an integer, or null for ``base``), ``iteration`` (an integer
+    >= 0), finite numbers or null in :data:`RECORD_FIELDS` and ``pass1_<benchmark>``, and a list
+    of finite numbers in ``pass1_<benchmark>_runs``."""
+    where = f"{path}: records[{i}]"
+    if not isinstance(r, dict):
+        raise ResultsFileError(f"{where} is a {type(r).__name__}, not an object")
+    for key in ("arm", "seed", "iteration"):
+        if key not in r:
+            raise ResultsFileError(f"{where} has no {key!r}")
+    if not isinstance(r["arm"], str) or not r["arm"]:
+        raise ResultsFileError(f"{where}: 'arm' is not a name")
+    if not (r["seed"] is None or isinstance(r["seed"], int) and not isinstance(r["seed"], bool)):
+        raise ResultsFileError(f"{where}: 'seed' is not an integer or null")
+    t = r["iteration"]
+    if isinstance(t, bool) or not isinstance(t, int) or t < 0:
+        raise ResultsFileError(f"{where}: 'iteration' is not an integer >= 0")
+    for key, value in r.items():
+        if not isinstance(key, str):
+            continue
+        if key in RECORD_FIELDS or (key.startswith(PASS1_PREFIX) and key != "pass1_unfinished"
+                                    and not key.endswith("_runs")):
+            if value is not None and not _number(value):
+                raise ResultsFileError(f"{where}: {key!r} is not a finite number or null")
+        elif key.startswith(PASS1_PREFIX) and key.endswith("_runs"):
+            if not isinstance(value, list) or not all(_number(v) for v in value):
+                raise ResultsFileError(f"{where}: {key!r} is not a list of finite numbers")
+
+
+def load_results(path: str | os.PathLike) -> dict[str, Any]:
+    """A results JSON (:func:`collect_results`), checked whole before anything reads it: at most
+    :data:`RESULTS_MAX_BYTES`, valid JSON without NaN or Infinity, an object holding a
+    ``records`` list, each record as :func:`_check_record` wants it. Anything else is a
+    :class:`ResultsFileError` naming the file (and the record and key)."""
+    path = Path(path)
+    try:
+        if path.stat().st_size > RESULTS_MAX_BYTES:
+            raise ResultsFileError(f"{path}: larger than {RESULTS_MAX_BYTES >> 20} MiB; not a "
+                                   "results file")
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ResultsFileError(f"{path}: cannot be read ({e.strerror or e})") from None
+    except UnicodeDecodeError:
+        raise ResultsFileError(f"{path}: not UTF-8 text; not a results file") from None
+    if not text.strip():
+        raise ResultsFileError(f"{path}: empty; not a results file")
+    try:
+        data = json.loads(text, parse_constant=_not_json_constant)
+    except json.JSONDecodeError as e:
+        raise ResultsFileError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}, column "
+                               f"{e.colno}); truncated or not a results file") from None
+    except (ValueError, RecursionError) as e:
+        raise ResultsFileError(f"{path}: not a results file ({str(e)[:200]})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("records"), list):
+        what = f"a {type(data).__name__}" if not isinstance(data, dict) else "an object"
+        raise ResultsFileError(f"{path}: not a results file (no 'records' list in {what})")
+    for i, r in enumerate(data["records"]):
+        _check_record(path, i, r)
+    return data
+
+
+def loop_frame(data: Mapping[str, Any], fields: Iterable[str] = RECORD_FIELDS) -> pd.DataFrame:
+    """The records' loop metrics as notebook 01's frame (``arm, seed, iteration, metric,
+    value``), which the plot and table functions take."""
+    rows = [{"arm": r["arm"], "seed": r["seed"], "iteration": r["iteration"], "metric": f,
+             "value": float(r[f])}
+            for r in data["records"] if r["arm"] != "base" for f in fields
+            if r.get(f) is not None]
+    return pd.DataFrame(rows, columns=LOOP_METRIC_COLUMNS)
+
+
+def pass1_frame(data: Mapping[str, Any]) -> pd.DataFrame:
+    """``arm, seed, iteration, benchmark, accuracy`` (%, the mean over evaluation runs)."""
+    rows = [{"arm": r["arm"], "seed": r["seed"], "iteration": r["iteration"],
+             "benchmark": k[len(PASS1_PREFIX):], "accuracy": float(v)}
+            for r in data["records"] for k, v in r.items()
+            if k.startswith(PASS1_PREFIX) and isinstance(v, int | float)]
+    return pd.DataFrame(rows, columns=["arm", "seed", "iteration", "benchmark", "accuracy"])
+
+
+def _cell(values: Sequence[float], digits: int = 3, ddof: int = SE_DDOF) -> str:
+    return format_cell(*mean_and_se(list(values), ddof), "markdown", digits)
+
+
+def summary_table(data: Mapping[str, Any], fields: Sequence[str] = RECORD_FIELDS,
+                  ddof: int = SUMMARY_DDOF) -> pd.DataFrame:
+    """One row per arm and iteration, each field as ``mean ± SE`` over seeds (``n`` seeds); the
+    SE is ``std(ddof) / sqrt(n)``, by default the sample SD (:data:`SUMMARY_DDOF`: the loop
+    metrics are no paper table's cells, and :func:`effects_table` tests with the sample SD)."""
+    frame = loop_frame(data, fields)
+    rows = []
+    for (arm, t), g in frame.groupby(["arm", "iteration"], sort=False):
+        row = {"arm": arm_label(arm), "iteration": int(t), "seeds": g["seed"].nunique()}
+        for f in fields:
+            v = g[g["metric"] == f]["value"]
+            row[f] = _cell(v, 3, ddof) if len(v) else ""
+        rows.append(row)
+    return pd.DataFrame(rows).sort_values(["iteration", "arm"], kind="stable",
+                                          ignore_index=True)
+
+
+def pass1_table(data: Mapping[str, Any], ddof: int = SE_DDOF) -> pd.DataFrame:
+    """Solver pass@1 (%) per arm, evaluated iteration and benchmark: mean ± SE (``std(ddof) /
+    sqrt(k)``, by default the paper's rule for its pass@1 cells, the population SD) over the seeds
+    evaluated on that benchmark (each seed: the mean of its evaluation runs; the starting
+    checkpoint: over its evaluation runs), and how many seeds that is (``<benchmark> seeds``;
+    a seed whose evaluation was cut short lacks the benchmarks it did not finish; blank for the
+    starting checkpoint, which has no training seed)."""
+    records = data["records"]
+    benches = sorted({k[len(PASS1_PREFIX):-len("_runs")] for r in records for k in r
+                      if k.startswith(PASS1_PREFIX) and k.endswith("_runs")})
+    groups: dict[tuple[str, int], list[Mapping[str, Any]]] = {}
+    for r in records:
+        if any(r.get(f"{PASS1_PREFIX}{b}") is not None for b in benches):
+            groups.setdefault((r["arm"], r["iteration"]), []).append(r)
+    rows = []
+    for (arm, t), evaluated in groups.items():
+        row: dict[str, Any] = {"arm": arm_label(arm), "iteration": t}
+        for b in benches:
+            have = [r for r in evaluated if r.get(f"{PASS1_PREFIX}{b}") is not None]
+            values = ([a for r in have for a in r[f"{PASS1_PREFIX}{b}_runs"]]
+                      if arm == "base" else [r[f"{PASS1_PREFIX}{b}"] for r in have])
+            row[b] = _cell(values, 1, ddof) if values else ""
+            row[f"{b} seeds"] = len(have) if arm != "base" else ""  # no training seed
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def effects_table(data: Mapping[str, Any], baseline: str = "baseline",
+                  metrics: Sequence[str] = tuple(DIRECTION)) -> pd.DataFrame:
+    """Each VD arm minus the baseline, per metric and iteration, from
+    :func:`vdlib.utils.stats.compare_seeds` (rounded): the seeds on each side, the seed means, their
+    difference and its SE from the sample SDs, Welch's t, its Welch–Satterthwaite df and
+    two-sided p; the same on the seeds both arms ran (``paired_*``: the mean per-seed
+    difference, its SE, the paired t on ``n_pairs - 1`` df and its p); the exact permutation
+    p-values (``perm_p``: relabelling the pooled seeds; ``paired_perm_p``: sign flips of the
+    per-seed differences); ``paper_direction`` (the difference goes the way the paper reports,
+    :data:`DIRECTION`) and ``welch_significant`` / ``paired_significant`` (two-sided p <
+    :data:`vdlib.utils.stats.ALPHA`). A seed fixes the sampling seeds of every arm, so arms of one
+    seed share their random draws and much of the between-seed spread cancels in the pairs."""
+    frame = loop_frame(data, metrics)
+    rows = []
+    for (arm, metric, t), g in frame.groupby(["arm", "metric", "iteration"], sort=True):
+        if arm == baseline:
+            continue
+        b = frame[(frame["arm"] == baseline) & (frame["metric"] == metric)
+                  & (frame["iteration"] == t)]
+        if b.empty:
+            continue
+        c = compare_seeds(dict(zip(b["seed"], b["value"], strict=True)),
+                          dict(zip(g["seed"], g["value"], strict=True)))
+        rows.append({"arm": arm_label(arm), "metric": metric, "iteration": int(t),
+                     "n_baseline": c.n_a, "n_vd": c.n_b, "baseline": _r(c.mean_a, 4),
+                     "vd": _r(c.mean_b, 4), "diff": _r(c.diff, 4), "se": _r(c.se, 4),
+                     "welch_t": _r(c.welch_t, 2), "welch_df": _r(c.welch_df, 2),
+                     "welch_p": _r(c.welch_p, 4), "n_pairs": c.n_pairs,
+                     "paired_diff": _r(c.paired_diff, 4), "paired_se": _r(c.paired_se, 4),
+                     "paired_t": _r(c.paired_t, 2), "paired_df": c.paired_df,
+                     "paired_p": _r(c.paired_p, 4), "perm_p": _r(c.perm_p, 4),
+                     "paired_perm_p": _r(c.paired_perm_p, 4),
+                     "paper_direction": bool(c.diff * DIRECTION[metric] > 0),
+                     "welch_significant": c.welch_significant,
+                     "paired_significant": c.paired_significant})
+    return pd.DataFrame(rows)
+
+
+def _r(x: float | None, digits: int) -> float | None:
+    return None if x is None else round(x, digits)
+
+
+#: the first line of each table's ``.md``: which rule its cells use
+TABLE_NOTES = {
+    "summary": f"Mean ± SE over seeds; SE = sample SD (ddof {SUMMARY_DDOF}) / sqrt(n seeds).",
+    "pass1": f"pass@1 in %, mean ± SE; SE = population SD (ddof {SE_DDOF}) / sqrt(k), the rule "
+             "of the paper's printed mean ± SE cells; k = the seeds (each the mean of its "
+             "evaluation runs), or the starting checkpoint's evaluation runs.",
+    "effects": "VD arm minus baseline (vdlib.utils.stats.compare_seeds): se from the sample SDs; "
+               "Welch's t on Welch–Satterthwaite df; paired t by seed on n_pairs - 1 df; "
+               "two-sided p-values; exact permutation p-values (perm_p: relabelling the pooled "
+               "seeds; paired_perm_p: sign flips of the per-seed differences); *_significant: "
+               f"p < {ALPHA}.",
+}
+
+
+def results_report(path: str | os.PathLike, out_dir: str | os.PathLike,
+                   name: str | None = None) -> list[Path]:
+    """The report step on a results JSON alone: ``<name>_dynamics.{png,pdf,csv}`` (notebook 01's
+    :func:`vdlib.report.plots.diversity_dynamics`, with the paper's Qwen3-4B curves), and the tables
+    ``<name>_summary``, ``<name>_pass1`` and ``<name>_effects`` (``.md``, headed by the rule of
+    its cells, :data:`TABLE_NOTES`, and ``.csv``), plus
+    ``<name>_report.json`` listing them; the written paths. Nothing is written (not even
+    ``out_dir``) until the file has been checked (:func:`load_results`) and every table
+    computed."""
+    from vdlib.report import plots
+
+    data = load_results(path)
+    name = name or Path(path).stem
+    tables = (("summary", summary_table(data)), ("pass1", pass1_table(data)),
+              ("effects", effects_table(data)))
+    frame = loop_frame(data)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    fig = plots.diversity_dynamics(frame, out, name=f"{name}_dynamics",
+                                   paper_model="Qwen3-4B")
+    written = list(fig.paths)
+    for suffix, table in tables:
+        base = out / f"{name}_{suffix}"
+        table.to_csv(base.with_suffix(".csv"), index=False)
+        base.with_suffix(".md").write_text(
+            f"{TABLE_NOTES[suffix]}\n\n{table.to_markdown(index=False)}\n", encoding="utf-8")
+        written += [base.with_suffix(".csv"), base.with_suffix(".md")]
+    meta = {k: v for k, v in data.items() if k != "records"}
+    written.append(atomic_write_json(out / f"{name}_report.json",
+                                     {"source": str(path), **meta,
+                                      "files": [p.name for p in written]}))
+    return written

@@ -1,0 +1,1 @@
+"""vdlib.utils: see docs/architecture.md."""
