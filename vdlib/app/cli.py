@@ -48,7 +48,7 @@ from vdlib.grid.cli_errors import exit_on_sigterm, expected_failure  # noqa: F40
 
 logger = logging.getLogger("vdlib")
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cmd_notebooks(args: argparse.Namespace) -> int:

@@ -34,7 +34,7 @@ from typing import Any
 __all__ = ["DEFAULT_TABLE", "CARDS", "PlanError", "MissingFigures", "Shape", "load_table",
            "resolve_shape", "card_memory_gib", "select_figures", "measure_command"]
 
-DEFAULT_TABLE = Path(__file__).resolve().parent / "data" / "cost_table.json"
+DEFAULT_TABLE = Path(__file__).resolve().parents[1] / "data" / "cost_table.json"
 #: The cards a table may hold figures for (``vdlib plan --card``).
 CARDS = ("h100", "h200")
 #: The figures each stage needs from an entry.

@@ -43,7 +43,7 @@ def _clean(question: str) -> str:
     return question.strip()
 
 
-PACKAGED = Path(__file__).parent / "data" / "warm_start_examples.json"
+PACKAGED = Path(__file__).parents[1] / "data" / "warm_start_examples.json"
 #: (examples, seed) pairs stored in PACKAGED (machines without reasoning-gym, e.g. the GPU
 #: machines, whose package sets cannot include it): regenerate with ``write_packaged()``.
 PACKAGED_KEYS = tuple((64, s) for s in range(5))
