@@ -1,4 +1,5 @@
-"""vdlib.method.bleu_penalty against the slow reference: R-Zero's nltk loop + scikit-learn clustering."""
+"""vdlib.method.bleu_penalty against the slow reference: R-Zero's nltk loop + scikit-learn
+clustering."""
 
 from __future__ import annotations
 

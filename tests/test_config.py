@@ -202,13 +202,14 @@ def test_docs_config_table_is_current():
 
 
 def test_importing_the_config_loads_no_heavy_package():
-    """`import vdlib.config.experiment` (and the sections it declares) must stay light: notebooks and the
-    CLI validate params before torch, datasets or vLLM load."""
+    """`import vdlib.config.experiment` (and the sections it declares) must stay light: notebooks
+    and the CLI validate params before torch, datasets or vLLM load."""
     import subprocess
     import sys
 
     code = ("import sys, vdlib.config; heavy = [m for m in ('torch', 'datasets', 'transformers', "
-            "'vllm', 'vdlib.evaluation', 'vdlib.engines.models') if m in sys.modules]; print(heavy)")
+            "'vllm', 'vdlib.evaluation', 'vdlib.engines.models') if m in sys.modules]; "
+            "print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 

@@ -1,7 +1,7 @@
 """The run's engine (``engine.lifetime: run``, vdlib.engines.engine_lifetime) on CPU, over a fake
 ``vllm.LLM`` that records every call: when the engine starts, wakes, receives weights and
-sleeps; what it receives; TRL's handle; the wiring through vdlib.engines.vllm_backend, vdlib.loop.trainer
-and vdlib.loop.model_store; the config key. No vLLM, no GPU, no network."""
+sleeps; what it receives; TRL's handle; the wiring through vdlib.engines.vllm_backend,
+vdlib.loop.trainer and vdlib.loop.model_store; the config key. No vLLM, no GPU, no network."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Grid launchers (vdlib.grid.launch): GPU slots, a local launcher that isolates failures, submitit's
-local executor standing in for SLURM, and re-submitted grids that skip finished runs."""
+"""Grid launchers (vdlib.grid.launch): GPU slots, a local launcher that isolates failures,
+submitit's local executor standing in for SLURM, and re-submitted grids that skip finished runs."""
 
 from __future__ import annotations
 

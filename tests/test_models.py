@@ -1,4 +1,5 @@
-"""Tests for vdlib.engines.models: registry, tiny random model, local/Hub loading, packaged SmolLM2."""
+"""Tests for vdlib.engines.models: registry, tiny random model, local/Hub loading, packaged
+SmolLM2."""
 
 from __future__ import annotations
 

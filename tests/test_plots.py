@@ -1,7 +1,7 @@
-"""vdlib.report.plots (with vdlib.report.drawing) and vdlib.report.paper_values: the transcribed paper numbers against
-the .tex, every figure builder on small synthetic frames (2 arms x 2 seeds x 2 iterations; the
-frames are tests/test_tables.py's) and show. The table builders are tested in test_tables.py,
-writing a report folder in test_report.py."""
+"""vdlib.report.plots (with vdlib.report.drawing) and vdlib.report.paper_values: the transcribed
+paper numbers against the .tex, every figure builder on small synthetic frames (2 arms x 2 seeds x 2
+iterations; the frames are tests/test_tables.py's) and show. The table builders are tested in
+test_tables.py, writing a report folder in test_report.py."""
 
 import logging
 import math

@@ -1,7 +1,8 @@
-"""vdlib.report.tables (with vdlib.report.curriculum_tables, vdlib.report.table_format and vdlib.report.frames): every
-table builder on small synthetic frames (2 arms x 2 seeds x 2 iterations), the display labels
-of the rows, the shared frame helpers, and the module boundaries (every table name importable
-from vdlib.report.tables, none from vdlib.report.plots, no private name imported across modules)."""
+"""vdlib.report.tables (with vdlib.report.curriculum_tables, vdlib.report.table_format and
+vdlib.report.frames): every table builder on small synthetic frames (2 arms x 2 seeds x 2
+iterations), the display labels of the rows, the shared frame helpers, and the module boundaries
+(every table name importable from vdlib.report.tables, none from vdlib.report.plots, no private name
+imported across modules)."""
 
 import ast
 import json
@@ -135,7 +136,8 @@ def test_every_table_name_is_importable_from_tables_and_none_from_plots():
 
 
 def test_plots_reexports_nothing():
-    """Every public name of vdlib.report.plots is defined there (figures only, no table builders)."""
+    """Every public name of vdlib.report.plots is defined there (figures only, no table
+    builders)."""
     for name in plots.__all__:
         obj = getattr(plots, name)
         if callable(obj):

@@ -1,5 +1,5 @@
-"""A quiet terminal (vdlib.utils.terminal): the known warnings of the pinned dependencies are filtered
-by message, category and module; the batch runner starts every kernel without tqdm bars and
+"""A quiet terminal (vdlib.utils.terminal): the known warnings of the pinned dependencies are
+filtered by message, category and module; the batch runner starts every kernel without tqdm bars and
 with the filters, and the heartbeat lines still come through."""
 
 from __future__ import annotations

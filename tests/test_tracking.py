@@ -1,6 +1,6 @@
-"""Experiment tracking (vdlib.utils.tracking): TensorBoard event files read back, the ``none`` tracker
-writes nothing, unknown names and missing packages fail helpfully, and wandb / MLflow / Trackio
-in their offline / local modes (skipped where the package is not installed)."""
+"""Experiment tracking (vdlib.utils.tracking): TensorBoard event files read back, the ``none``
+tracker writes nothing, unknown names and missing packages fail helpfully, and wandb / MLflow /
+Trackio in their offline / local modes (skipped where the package is not installed)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""vdlib.engines.vllm_backend: shared mask state (CPU, no vLLM), adapters over fake and (if installed)
-real vLLM base classes and the engine over a fake LLM (GPU runs: tests/test_vllm_gpu.py)."""
+"""vdlib.engines.vllm_backend: shared mask state (CPU, no vLLM), adapters over fake and (if
+installed) real vLLM base classes and the engine over a fake LLM (GPU runs:
+tests/test_vllm_gpu.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The walkthrough's helpers (vdlib.report.walkthrough, VocabDropout.dropped_ids, bleu_clusters): each
-view agrees with the method's own functions and with a slow obvious reference."""
+"""The walkthrough's helpers (vdlib.report.walkthrough, VocabDropout.dropped_ids, bleu_clusters):
+each view agrees with the method's own functions and with a slow obvious reference."""
 
 from __future__ import annotations
 

@@ -14,8 +14,8 @@
 
 Notebook ``notebooks/NN_name.ipynb`` runs with ``params/<profile>/<name>.yaml`` (and its
 ``<name>@<variant>.yaml`` variants) and its executed copy goes to
-``<output-dir>/notebooks/<profile>/``; see :mod:`vdlib.app.notebooks`. Invalid params fail before any
-notebook starts. Re-running ``vdlib run`` with the same params continues after the last
+``<output-dir>/notebooks/<profile>/``; see :mod:`vdlib.app.notebooks`. Invalid params fail before
+any notebook starts. Re-running ``vdlib run`` with the same params continues after the last
 finished stage.
 
 ``vdlib eval`` takes every evaluation setting from a config's ``evaluation`` section (that of
@@ -63,7 +63,8 @@ def _cmd_notebooks(args: argparse.Namespace) -> int:
 
 def set_stop_after(minutes: float | None) -> None:
     """``--stop-after MINUTES``: no stage starts that would not end within that time from now
-    (``$VDLIB_STOP_AT``, which a grid's runs inherit; :func:`vdlib.loop.progress.check_deadline`)."""
+    (``$VDLIB_STOP_AT``, which a grid's runs inherit;
+    :func:`vdlib.loop.progress.check_deadline`)."""
     from vdlib.loop.progress import STOP_AT_ENV
 
     if minutes is not None:
@@ -204,7 +205,8 @@ EVAL_FLAG_KEYS = ("benchmarks", "runs", "temperature", "top_p", "max_context", "
 
 def eval_config(args: argparse.Namespace) -> ExperimentConfig:
     """The validated config ``vdlib eval`` runs under: ``--params`` (else ``--profile``) with the
-    flags given merged over it. Raises :class:`vdlib.config.experiment.ConfigError` naming the key."""
+    flags given merged over it. Raises :class:`vdlib.config.experiment.ConfigError` naming the
+    key."""
     from vdlib.config.experiment import load_params, merge_params, to_dict
 
     base = (to_dict(load_params(args.params)) if args.params

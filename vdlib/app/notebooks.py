@@ -9,11 +9,11 @@ before the first notebook starts, so a bad key fails in seconds, naming the file
 ``seeds`` overrides the params' ``seeds`` (notebooks with a single ``seed`` parameter run once
 per seed, as variants ``seed<N>``). Every notebook keeps a report (:mod:`vdlib.report`) in
 ``<output_dir>/<experiment>/reports/<notebook>/``; a job whose report's ``summary.json`` holds
-the same resolved config (:func:`vdlib.report.notebook.summary_matches`) and whose executed copy exists
-is skipped unless ``force``; the runs inside a notebook resume on their own. A failing notebook
-does not stop the others; the summary lists it and the exit status is 1. Kernels run quiet
-(:mod:`vdlib.utils.terminal`): progress shows as the heartbeat's log lines, not as tqdm bars, and the
-known warnings of the pinned dependencies are filtered.
+the same resolved config (:func:`vdlib.report.notebook.summary_matches`) and whose executed copy
+exists is skipped unless ``force``; the runs inside a notebook resume on their own. A failing
+notebook does not stop the others; the summary lists it and the exit status is 1. Kernels run quiet
+(:mod:`vdlib.utils.terminal`): progress shows as the heartbeat's log lines, not as tqdm bars, and
+the known warnings of the pinned dependencies are filtered.
 """
 
 from __future__ import annotations

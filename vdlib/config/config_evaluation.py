@@ -75,7 +75,8 @@ class EvaluationConfig:
 
 @dataclass
 class VerificationConfig:
-    """External-LLM judging (vdlib.evaluation.verification): correctness, well-posedness, transfer filter."""
+    """External-LLM judging (vdlib.evaluation.verification): correctness, well-posedness, transfer
+    filter."""
 
     backend: str = param("openai", "openai: any OpenAI-compatible server (key from "
                          "OPENAI_API_KEY only); local: a vdlib model answers on this machine "

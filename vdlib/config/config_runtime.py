@@ -1,6 +1,7 @@
 """The runtime sections of the experiment configuration: which engine samples, how ``vdlib grid``
 spreads runs, and which tracker records them. None of them changes what the paper's protocol
-computes (that is :mod:`vdlib.config.config_sections`); :mod:`vdlib.config` re-exports every name here.
+computes (that is :mod:`vdlib.config.config_sections`); :mod:`vdlib.config` re-exports every name
+here.
 
 >>> EngineConfig().backend, LauncherConfig().kind, TRACKER_NAMES[0]
 ('vllm', 'local', 'none')
@@ -87,7 +88,8 @@ class EngineConfig:
                                            "`trl vllm-serve` (null = http://127.0.0.1:8000).")
 
 
-TRACKER_NAMES = ("none", "tensorboard", "wandb", "mlflow", "trackio")  # vdlib.utils.tracking.TRACKERS
+# the names of vdlib.utils.tracking.TRACKERS
+TRACKER_NAMES = ("none", "tensorboard", "wandb", "mlflow", "trackio")
 
 
 @dataclass

@@ -3,9 +3,9 @@
 Every field is declared with :func:`param`: its default (the paper's value, i.e. the ``paper``
 profile), its help text citing where the value comes from (``vdlib params describe`` prints them;
 ``docs/config.md`` is generated from it), and its declarative validation rules (``choices``,
-``gt`` / ``ge`` / ``le`` / ``lt``), which :func:`vdlib.config.experiment.load_params` enforces. Loading,
-merging, validation and the profile presets live in :mod:`vdlib.config`, which re-exports every
-name here; import them from there.
+``gt`` / ``ge`` / ``le`` / ``lt``), which :func:`vdlib.config.experiment.load_params` enforces.
+Loading, merging, validation and the profile presets live in :mod:`vdlib.config`, which re-exports
+every name here; import them from there.
 
 This module imports nothing heavy (no torch, no datasets): the lists of allowed names other
 modules register against (:data:`KNOWN_BENCHMARKS`; the engines' in

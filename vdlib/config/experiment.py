@@ -1,8 +1,9 @@
 """Typed experiment configuration: every paper hyperparameter, validated before any model loads.
 
 The sections (one dataclass per concern, each field with its default, help text and rules) are
-declared in :mod:`vdlib.config.config_sections` and re-exported here; this module holds the profiles,
-loading, merging, validation and the parameter table. Import every name from ``vdlib.config``.
+declared in :mod:`vdlib.config.config_sections` and re-exported here; this module holds the
+profiles, loading, merging, validation and the parameter table. Import every name from
+``vdlib.config``.
 
 The defaults are the paper's values (its appendix table "GRPO training hyperparameters",
 ``tab:training_hypers``, and the setup section), i.e. the ``paper`` profile. The ``tiny`` and
@@ -20,7 +21,8 @@ dotted key and the allowed values.
 >>> load_params({"vocab_dropout": {"alpha": 1.5}})
 Traceback (most recent call last):
 ...
-vdlib.config.config_yaml.ConfigError: vocab_dropout.alpha = 1.5 is out of range; allowed: 0 < alpha <= 1
+vdlib.config.config_yaml.ConfigError: vocab_dropout.alpha = 1.5 is out of range; allowed: 0 < alpha
+<= 1
 >>> merge_params({"evaluation": {"runs": 3, "limit": None}}, {"evaluation": {"runs": 1}})
 {'evaluation': {'runs': 1, 'limit': None}}
 """

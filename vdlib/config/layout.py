@@ -18,7 +18,8 @@ Every run path is formatted (and parsed back) here and nowhere else::
         reports/<notebook>/                         report_dir
 
 ``run_id`` is the config's, or ``seed<seed>``; a notebook's arms use ``<arm>-seed<seed>``.
-Nothing here creates a folder except :func:`make_run_dir` (and :func:`vdlib.loop.run_start.start_run`).
+Nothing here creates a folder except :func:`make_run_dir` (and
+:func:`vdlib.loop.run_start.start_run`).
 
 >>> from vdlib.config.experiment import load_params
 >>> cfg = load_params({"experiment": "x", "output_dir": "/o", "seed": 2})

@@ -120,8 +120,8 @@ def checkpoint_tensors(path: str, dtype: torch.dtype | None = torch.bfloat16,
 
 
 class SharedVLLMEngine(VLLMEngine):
-    """vdlib's :class:`~vdlib.engines.vllm_engine.VLLMEngine` over the run's engine, sampling from the
-    weights of ``path``: every call wakes the engine with those weights (unless a ``hold``
+    """vdlib's :class:`~vdlib.engines.vllm_engine.VLLMEngine` over the run's engine, sampling from
+    the weights of ``path``: every call wakes the engine with those weights (unless a ``hold``
     keeps them there) and puts it back to sleep. ``close`` releases nothing: the run owns the
     engine."""
 
@@ -304,7 +304,8 @@ class RunEngine:
             yield
 
     def view(self, path: str, *, show_progress: bool = True) -> SharedVLLMEngine:
-        """A :class:`~vdlib.engines.generation.GenerationEngine` sampling from ``path``'s weights."""
+        """A :class:`~vdlib.engines.generation.GenerationEngine` sampling from ``path``'s
+        weights."""
         return SharedVLLMEngine(self, path, route=self.ecfg.route, show_progress=show_progress)
 
     # ---------------------------------------------------------------- TRL

@@ -77,8 +77,8 @@ def generate_batches(engine: Any, batches: Sequence[GenerationBatch], **sampling
     """Each batch's samples, as ``engine.generate(batch.prompts, n=batch.n, seed=batch.seed,
     vocab_dropout=..., mask_seed=..., **sampling)`` would return them, in batch order.
 
-    An engine with its own ``generate_batches`` (:class:`~vdlib.engines.vllm_engine.VLLMEngine`) gets
-    all batches in one call, each batch keeping its own seed and mask, so that the engine
+    An engine with its own ``generate_batches`` (:class:`~vdlib.engines.vllm_engine.VLLMEngine`)
+    gets all batches in one call, each batch keeping its own seed and mask, so that the engine
     schedules them together instead of waiting for each batch's longest sample; any other
     engine gets one ``generate`` call per batch."""
     own = getattr(engine, "generate_batches", None)

@@ -3,17 +3,18 @@
 :class:`VLLMServer` starts ``python -m vllm.entrypoints.openai.api_server`` as a child process
 in its own process group, on a free port of 127.0.0.1 chosen by the operating system (no fixed
 ports), with the vdlib logits processor loaded (``--logits-processors
-vdlib.engines.vllm_backend:VocabDropoutLogitsProcessor``, see :mod:`vdlib.engines.vllm_backend`), and waits
-until ``GET /health`` and ``GET /v1/models`` answer. If the process exits first, or the
+vdlib.engines.vllm_backend:VocabDropoutLogitsProcessor``, see :mod:`vdlib.engines.vllm_backend`),
+and waits until ``GET /health`` and ``GET /v1/models`` answer. If the process exits first, or the
 startup timeout passes, :class:`ServerStartError` names the command and quotes the tail of the
 server's log file. :meth:`VLLMServer.stop` ends only that process group (SIGTERM, then SIGKILL
 after a grace period); nothing is found or killed by name.
 
-:class:`ServerEngine` implements :class:`vdlib.engines.generation.GenerationEngine` over the server's
-``/v1/completions`` endpoint: prompts go as token ids (tokenised here without special tokens,
-as :class:`~vdlib.engines.generation.HFEngine` and :class:`~vdlib.engines.vllm_engine.VLLMEngine` do), the
-mask as ``vllm_xargs`` (:func:`vdlib.engines.vllm_backend.extra_args`), the generated ids come back
-through ``return_token_ids``, and a masked call ends with
+:class:`ServerEngine` implements :class:`vdlib.engines.generation.GenerationEngine` over the
+server's ``/v1/completions`` endpoint: prompts go as token ids (tokenised here without special
+tokens, as :class:`~vdlib.engines.generation.HFEngine` and
+:class:`~vdlib.engines.vllm_engine.VLLMEngine` do), the mask as ``vllm_xargs``
+(:func:`vdlib.engines.vllm_backend.extra_args`), the generated ids come back through
+``return_token_ids``, and a masked call ends with
 :func:`vdlib.engines.vllm_engine.check_no_dropped`.
 
 The command builder (:func:`server_command`) and the process handling need no vLLM: the unit
@@ -330,8 +331,8 @@ class ServerEngine(generation.BatchedGenerate):
 
     One request per prompt, sent ``concurrency`` at a time (the server batches them); prompt
     ``i`` gets the seed ``derive_seed(seed, "vllm", i)``, as in
-    :class:`~vdlib.engines.vllm_engine.VLLMEngine`, so the samples match the offline engine's for the
-    same model and vLLM build. Greedy (``temperature == 0``) sends ``n = 1`` and copies the
+    :class:`~vdlib.engines.vllm_engine.VLLMEngine`, so the samples match the offline engine's for
+    the same model and vLLM build. Greedy (``temperature == 0``) sends ``n = 1`` and copies the
     completion ``n`` times. The server must load the vdlib processor (:class:`VLLMServer` does);
     a masked call that gets a dropped id back raises.
     """

@@ -1,5 +1,5 @@
-"""The engine setting (``engine.backend``): one :class:`~vdlib.engines.generation.GenerationEngine` per
-sampling stage, started from that stage's checkpoint and released after it.
+"""The engine setting (``engine.backend``): one :class:`~vdlib.engines.generation.GenerationEngine`
+per sampling stage, started from that stage's checkpoint and released after it.
 
 Every stage that samples (curriculum generation, solver scoring, the proposer reward's solver
 answers, evaluation, the local verifier) asks :func:`open_engine` for an engine over a checkpoint
@@ -7,10 +7,10 @@ answers, evaluation, the local verifier) asks :func:`open_engine` for an engine 
 
 - ``hf``: the checkpoint loaded with transformers (:class:`~vdlib.engines.generation.HFEngine`);
 - ``vllm``: an in-process ``vllm.LLM`` with vdlib's logits processor
-  (:class:`~vdlib.engines.vllm_engine.VLLMEngine`), shut down on exit so its GPU memory returns before
-  the next stage trains;
-- ``server``: a vLLM OpenAI server (:class:`~vdlib.engines.serving.ServerEngine`), started by vdlib for
-  the block (one per GPU of ``engine.server_gpus``) or reached at ``engine.server_url``.
+  (:class:`~vdlib.engines.vllm_engine.VLLMEngine`), shut down on exit so its GPU memory returns
+  before the next stage trains;
+- ``server``: a vLLM OpenAI server (:class:`~vdlib.engines.serving.ServerEngine`), started by vdlib
+  for the block (one per GPU of ``engine.server_gpus``) or reached at ``engine.server_url``.
 
 **Lifetime (one GPU shared with training).** Each engine lives exactly as long as its stage and
 is always started from the checkpoint that the previous stage *saved* (the trained proposer for
@@ -34,9 +34,10 @@ import json
 import logging
 import urllib.request
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from vdlib.config.experiment import EngineConfig
+if TYPE_CHECKING:  # the engine section, read by attribute: engines sit below config
+    from vdlib.config.config_runtime import EngineConfig
 
 __all__ = ["open_engine", "engine_kind", "rollout_mode", "trl_vllm_args", "rollout_llm_kwargs",
            "kv_cache_bytes", "vllm_max_len",

@@ -5,11 +5,11 @@ Two routes (usage, server included, in docs/vllm.md):
 - ``"processor"``: a request carries only its mask's ``(seed, alpha, n_real, protected,
   n_draw)`` in
   ``SamplingParams.extra_args`` (or the server's ``vllm_xargs``); the class
-  ``vdlib.engines.vllm_backend:VocabDropoutLogitsProcessor`` (give it to ``LLM(logits_processors=...)``
-  or ``vllm serve --logits-processors``, or let vLLM find it through the ``vllm.logits_processors``
-  entry point that an installed vdlib declares) rebuilds each mask on the logits' device and
-  applies :func:`vdlib.method.vocab_dropout.apply_mask` once per group of rows sharing a mask. The
-  class is built at run time over the interfaces the installed vLLM offers
+  ``vdlib.engines.vllm_backend:VocabDropoutLogitsProcessor`` (give it to
+  ``LLM(logits_processors=...)`` or ``vllm serve --logits-processors``, or let vLLM find it through
+  the ``vllm.logits_processors`` entry point that an installed vdlib declares) rebuilds each mask on
+  the logits' device and applies :func:`vdlib.method.vocab_dropout.apply_mask` once per group of
+  rows sharing a mask. The class is built at run time over the interfaces the installed vLLM offers
   (:func:`vllm_interfaces`): the V1 batch-level interface (every vLLM since 0.10.1; in 0.25.x a
   custom processor makes vLLM run its model runner V1) and, where it exists (0.31), the model
   runner V2 interface too.
@@ -403,7 +403,8 @@ def trl_llm_kwargs(extra: Mapping[str, Any] | None,
         trl_vllm.LLM = original
 
 
-def __getattr__(name: str) -> type:  # lazy: ``vdlib.engines.vllm_backend:VocabDropoutLogitsProcessor``
+# lazy: the entry point's target, ``vdlib.engines.vllm_backend:VocabDropoutLogitsProcessor``
+def __getattr__(name: str) -> type:
     if name == "VocabDropoutLogitsProcessor":
         return logits_processor_class()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -65,9 +65,9 @@ class VLLMEngine(generation.BatchedGenerate):
     ``route="processor"`` sends the mask as extra args (the LLM must load
     :data:`VocabDropoutLogitsProcessor`); ``"allowed_token_ids"`` sends the allowed ids (MRv1
     only at real vocabulary sizes). Prompts are tokenised here without special tokens, as in
-    :class:`~vdlib.engines.generation.HFEngine`; prompt ``i`` gets seed ``derive_seed(seed, "vllm", i)``
-    (vLLM seeds its ``n`` samples with seed + sample index). Every masked call ends with
-    :func:`check_no_dropped`.
+    :class:`~vdlib.engines.generation.HFEngine`; prompt ``i`` gets seed
+    ``derive_seed(seed, "vllm", i)`` (vLLM seeds its ``n`` samples with seed + sample index). Every
+    masked call ends with :func:`check_no_dropped`.
     """
 
     PROCESSOR_HINT = ("transformers logits processors cannot run inside vLLM; load vLLM "

@@ -2,9 +2,9 @@
 ``{id, problem, answer, ...}`` items, and loading from the Hub, a local folder or an offline
 stand-in.
 
-The names come from one place, :data:`vdlib.config.experiment.KNOWN_BENCHMARKS` (what a config may list,
-checked before any model loads): registering a name not declared there is an error, and so is a
-declared name left without a spec (both when this module is imported).
+The names come from one place, :data:`vdlib.config.experiment.KNOWN_BENCHMARKS` (what a config may
+list, checked before any model loads): registering a name not declared there is an error, and so is
+a declared name left without a spec (both when this module is imported).
 
 Part of :mod:`vdlib.evaluation` (the protocol is described there)."""
 
@@ -68,8 +68,8 @@ def _register(spec: BenchmarkSpec) -> None:
     """Add ``spec`` to :data:`BENCHMARKS`; its name must be declared in ``KNOWN_BENCHMARKS``."""
     if spec.name not in KNOWN_BENCHMARKS:
         raise ValueError(f"benchmark {spec.name!r} is not declared in "
-                         "vdlib.config.experiment.KNOWN_BENCHMARKS (the single list of benchmark names); "
-                         "add it there")
+                         "vdlib.config.experiment.KNOWN_BENCHMARKS (the single list of "
+                         "benchmark names); add it there")
     BENCHMARKS.add(spec.name, spec)
 
 
@@ -311,8 +311,9 @@ OLYMPIADBENCH_910 = BenchmarkSpec(
 def _check_every_name_registered() -> None:
     missing = [name for name in KNOWN_BENCHMARKS if name not in BENCHMARKS]
     if missing:
-        raise ImportError(f"vdlib.config.experiment.KNOWN_BENCHMARKS declares {', '.join(missing)} but "
-                          "vdlib.evaluation.benchmarks registers no spec for them")
+        raise ImportError(f"vdlib.config.experiment.KNOWN_BENCHMARKS declares "
+                          f"{', '.join(missing)} but vdlib.evaluation.benchmarks registers no "
+                          "spec for them")
 
 
 _check_every_name_registered()

@@ -76,8 +76,8 @@ def _prediction(record: dict[str, Any]) -> str:
 def judge_evaluation(eval_dir: str | Path, verifier: Any, ddof: int = SE_DDOF) -> EvalSummary:
     """Judged pass@1 of every ``<eval_dir>/<benchmark>/run<r>.jsonl``, as an
     :class:`EvalSummary` (protocol: the judge's model and prompt). ``verifier`` is a
-    :class:`vdlib.evaluation.verifier.Verifier` (anything with ``model`` and ``complete``). A record the
-    judge gives no verdict for counts as wrong (its verdict is stored as null). Results go to
+    :class:`vdlib.evaluation.verifier.Verifier` (anything with ``model`` and ``complete``). A record
+    the judge gives no verdict for counts as wrong (its verdict is stored as null). Results go to
     ``<eval_dir>/judged/`` (records with ``judge_reply`` and ``judged_correct``,
     ``summary.json``, ``judge.json``)."""
     eval_dir = Path(eval_dir)

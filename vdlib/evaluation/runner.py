@@ -1,8 +1,8 @@
 """The evaluation loop: the protocol over benchmarks x runs with resumable per-run records.
 
 :func:`evaluate`'s protocol defaults (runs, temperature, top-p, max context, batch size) are those
-of the config's ``evaluation`` section (:class:`vdlib.config.experiment.EvaluationConfig`), their single
-source. Part of :mod:`vdlib.evaluation` (the protocol is described there)."""
+of the config's ``evaluation`` section (:class:`vdlib.config.experiment.EvaluationConfig`), their
+single source. Part of :mod:`vdlib.evaluation` (the protocol is described there)."""
 
 from __future__ import annotations
 
@@ -118,7 +118,8 @@ def evaluate(model_or_engine: Any, tokenizer: Any, benchmarks: Sequence[str],
              se_ddof: int = _PROTOCOL.se_ddof) -> EvalSummary:
     """Evaluate under the paper's protocol (module docstring); returns an :class:`EvalSummary`.
 
-    The keyword defaults are :class:`vdlib.config.experiment.EvaluationConfig`'s (the ``paper`` profile).
+    The keyword defaults are :class:`vdlib.config.experiment.EvaluationConfig`'s (the ``paper``
+    profile).
 
     ``model_or_engine``: a transformers model (wrapped in :class:`vdlib.engines.generation.HFEngine`
     with ``batch_size``) or any engine with the ``generate`` interface (vLLM, a fake in tests).

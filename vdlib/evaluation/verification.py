@@ -1,9 +1,10 @@
 r"""External-LLM verification of a run's questions: the paper's three judging tasks.
 
-Each task is one chat completion per question, sent through a :class:`~vdlib.evaluation.verifier.Verifier`
-(cached, retried, budgeted; the key only from ``$OPENAI_API_KEY``: :mod:`vdlib.evaluation.verifier`,
-:mod:`vdlib.utils.openai_client`) or its offline stand-in :class:`~vdlib.evaluation.verifier.LocalVerifier`;
-:func:`make_verifier` picks one from a :class:`vdlib.config.experiment.VerificationConfig`.
+Each task is one chat completion per question, sent through a
+:class:`~vdlib.evaluation.verifier.Verifier` (cached, retried, budgeted; the key only from
+``$OPENAI_API_KEY``: :mod:`vdlib.evaluation.verifier`, :mod:`vdlib.utils.openai_client`) or its
+offline stand-in :class:`~vdlib.evaluation.verifier.LocalVerifier`; :func:`make_verifier` picks one
+from a :class:`vdlib.config.experiment.VerificationConfig`.
 
 - **proposer answer correctness** (App. "Proposer answer correctness"; paper model
   ``gpt-4.1-mini``): the verifier solves each problem on its own (the evaluation prompt of
@@ -12,7 +13,8 @@ Each task is one chat completion per question, sent through a :class:`~vdlib.eva
   :func:`proposer_correctness`);
 - **well-posed / ill-posed labelling** (App. "Curriculum diversity controlling for
   correctness"; same ``gpt-4.1-mini`` verifier): :meth:`Verifier.label_well_posed` asks for a
-  JSON verdict and :func:`~vdlib.evaluation.judging.parse_well_posed` reads it (or a boxed verdict) back;
+  JSON verdict and :func:`~vdlib.evaluation.judging.parse_well_posed` reads it (or a boxed verdict)
+  back;
 - **curriculum-transfer filter** (App. "Curriculum-transfer training details"; paper model
   ``gpt-5-mini``, greedy decoding, a single attempt): :func:`build_transfer_dataset` keeps a
   question when math-verify agrees that the verifier's answer equals the proposer's. What it
@@ -21,8 +23,8 @@ Each task is one chat completion per question, sent through a :class:`~vdlib.eva
   on, :func:`vdlib.method.curriculum.filter_curriculum`); ``valid`` = every valid question.
 
 The judges, the prompt and the verdict parser live in :mod:`vdlib.evaluation.judging`, the client in
-:mod:`vdlib.evaluation.verifier`; their public names are importable from here too. Where the files go:
-:mod:`vdlib.config.layout`.
+:mod:`vdlib.evaluation.verifier`; their public names are importable from here too. Where the files
+go: :mod:`vdlib.config.layout`.
 
 >>> parse_well_posed('Missing the rate. {"well_posed": false}')
 False

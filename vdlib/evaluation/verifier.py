@@ -337,8 +337,8 @@ class Verifier:
 
 
 class LocalVerifier(Verifier):
-    """The same judging tasks answered by a local model (``vdlib.engines.models`` name or path) on this
-    machine: the offline stand-in of the tiny profile, not the paper's judge. Greedy decoding
+    """The same judging tasks answered by a local model (``vdlib.engines.models`` name or path) on
+    this machine: the offline stand-in of the tiny profile, not the paper's judge. Greedy decoding
     by default, the model's chat template, at most ``max_new_tokens`` per reply; replies are
     cached like the remote ones (cache key model ``local:<name>``); budgets apply to requests
     (one per conversation) and to prompt + completion tokens."""

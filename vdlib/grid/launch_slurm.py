@@ -29,9 +29,10 @@ class RunFailed(RuntimeError):
 def run_member(config: dict[str, Any]) -> dict[str, Any]:
     """One grid run inside a submitit job: run (or resume) ``config``. Returns ``{"status":
     "ran" | "paused" | "busy", "run_dir", "error"}``; a failure raises :class:`RunFailed` with
-    the run's one-line error (that of ``vdlib run``, :func:`vdlib.grid.cli_errors.expected_failure`), the
-    original traceback chained to it in the job's log. SIGTERM (``scancel``, a SLURM time
-    limit) stops the run cleanly, as it stops ``vdlib run``."""
+    the run's one-line error (that of ``vdlib run``,
+    :func:`vdlib.grid.cli_errors.expected_failure`), the original traceback chained to it in the
+    job's log. SIGTERM (``scancel``, a SLURM time limit) stops the run cleanly, as it stops
+    ``vdlib run``."""
     from vdlib.grid.cli_errors import exit_on_sigterm, expected_failure
     from vdlib.loop.coevolution import run
     from vdlib.loop.progress import RunPaused

@@ -1,7 +1,7 @@
 """Processes under ``accelerate launch`` / torchrun: which rank am I, wait, gather, broadcast.
 
-Every process runs ``vdlib run``; the co-evolution loop (vdlib.loop.coevolution) trains on every rank
-and runs the other stages on the main process only. Without a process group every helper is the
+Every process runs ``vdlib run``; the co-evolution loop (vdlib.loop.coevolution) trains on every
+rank and runs the other stages on the main process only. Without a process group every helper is the
 single-process no-op (rank 0 of 1), so the single-process loop is unchanged.
 """
 

@@ -50,7 +50,8 @@ def _drop(data: Any, dotted: str) -> None:
 
 
 def fingerprinted(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The part of a resolved config (``vdlib.config.experiment.to_dict``) that the fingerprint covers."""
+    """The part of a resolved config (``vdlib.config.experiment.to_dict``) that the fingerprint
+    covers."""
     data = json.loads(json.dumps(config, sort_keys=True, default=str))
     for key in NOT_FINGERPRINTED:
         _drop(data, key)

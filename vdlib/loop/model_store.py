@@ -13,8 +13,8 @@ saved and sampled from, under one process or several.
 - **Sampling**: :meth:`engine` opens the ``engine.backend`` engine on a checkpoint for one stage
   (vdlib.engines).
 
-The loop (vdlib.loop.coevolution), curriculum transfer and single-policy GRPO (vdlib.loop.policy) and
-the notebooks' grids (vdlib.report.experiments) all reach weights through this class.
+The loop (vdlib.loop.coevolution), curriculum transfer and single-policy GRPO (vdlib.loop.policy)
+and the notebooks' grids (vdlib.report.experiments) all reach weights through this class.
 """
 
 from __future__ import annotations

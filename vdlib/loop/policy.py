@@ -11,9 +11,10 @@ Three places train a policy this way:
   GSM8K training problems, with the vocabulary-dropout mask on the policy's rollouts when the
   arm's alpha < 1 (:func:`run_single_policy`).
 
-:func:`grpo_on_problems` is the shared core: solver prompts, :class:`vdlib.loop.trainer.SolverReward`,
-``MaskedGRPOTrainer``; it returns the trained trainer (the caller saves the model). Each run
-writes atomically and is skipped when its model folder exists (resume).
+:func:`grpo_on_problems` is the shared core: solver prompts,
+:class:`vdlib.loop.trainer.SolverReward`, ``MaskedGRPOTrainer``; it returns the trained trainer (the
+caller saves the model). Each run writes atomically and is skipped when its model folder exists
+(resume).
 """
 
 from __future__ import annotations
@@ -51,11 +52,12 @@ def grpo_on_problems(model: Any, tok: Any, problems: Sequence[dict[str, Any]], g
     reward 1 when the last ``\\boxed{}`` is equivalent to ``answer``. The data are the problems
     cycled to ``rows`` rows (default: enough for ``g.max_steps`` rollout batches); the mask,
     when given, acts on rollouts only. Returns ``(trainer, reward)`` after training; TRL's
-    scratch folder ``work_dir`` is removed. ``engine`` (an :class:`~vdlib.config.experiment.EngineConfig`)
-    routes TRL's rollouts through vLLM (vdlib.engines.setting.trl_vllm_args); None = transformers.
-    ``tracked()``: a context manager yielding TRL arguments (:func:`vdlib.utils.tracking.tracked_trainer`)
-    inside which the trainer is built and trained. ``trl_engine``: ``(factory, GRPOConfig
-    keywords)`` that hand TRL the run's engine (:meth:`vdlib.loop.model_store.ModelStore.trl_engine`)."""
+    scratch folder ``work_dir`` is removed. ``engine`` (an
+    :class:`~vdlib.config.experiment.EngineConfig`) routes TRL's rollouts through vLLM
+    (vdlib.engines.setting.trl_vllm_args); None = transformers. ``tracked()``: a context manager
+    yielding TRL arguments (:func:`vdlib.utils.tracking.tracked_trainer`) inside which the trainer
+    is built and trained. ``trl_engine``: ``(factory, GRPOConfig keywords)`` that hand TRL the run's
+    engine (:meth:`vdlib.loop.model_store.ModelStore.trl_engine`)."""
     import contextlib
 
     from datasets import Dataset
@@ -124,10 +126,11 @@ def train_log(trainer: Any, reward: Any) -> dict[str, Any]:
 
 def train_transfer(cfg: ExperimentConfig, curriculum: str | Path, out_dir: str | Path) -> Path:
     """GRPO a fresh ``model.transfer`` (format-warm-started in the tiny profile) on a verified
-    curriculum (``curriculum.jsonl`` of :func:`vdlib.evaluation.verification.build_transfer_dataset`) for
-    ``transfer.epochs`` epochs (at most ``transfer.max_steps`` steps). Writes
-    ``<out_dir>/model/`` and ``<out_dir>/train.json``; returns the model folder (existing: kept,
-    nothing retrained). An empty curriculum leaves the fresh model untrained, and says so."""
+    curriculum (``curriculum.jsonl`` of
+    :func:`vdlib.evaluation.verification.build_transfer_dataset`) for ``transfer.epochs`` epochs (at
+    most ``transfer.max_steps`` steps). Writes ``<out_dir>/model/`` and ``<out_dir>/train.json``;
+    returns the model folder (existing: kept, nothing retrained). An empty curriculum leaves the
+    fresh model untrained, and says so."""
     from vdlib.loop.model_store import ModelStore
 
     out_dir = Path(out_dir)

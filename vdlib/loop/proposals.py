@@ -31,8 +31,8 @@ def generate_proposals(engine: GenerationEngine, tokenizer: Any, cfg: Curriculum
     Generated in batches of ``cfg.batch_size``; batch ``b`` samples with
     ``derive_seed(seed, "curriculum", iteration, b)`` and, with ``vocab_dropout``, under the
     fresh mask of ``mask_seed(seed, iteration, "gen", b)`` (paper: one mask per generation batch).
-    A vLLM engine receives all batches in one call (:func:`vdlib.engines.generation.generate_batches`);
-    each keeps its own seed and mask.
+    A vLLM engine receives all batches in one call
+    (:func:`vdlib.engines.generation.generate_batches`); each keeps its own seed and mask.
     """
     prompt = proposer_prompt(tokenizer)
     total = n or cfg.num_questions

@@ -2,8 +2,8 @@
 only, where the finished work does not depend on it (docs/reliability.md).
 
 The loop reads ``iterations`` (T) only through the alpha schedule
-(:func:`vdlib.method.vocab_dropout.alpha_at`); every stage seeds itself from ``(seed, stage, t)``. With
-a fixed alpha (or a linear schedule whose ``alpha_final`` equals ``alpha``), no iteration
+(:func:`vdlib.method.vocab_dropout.alpha_at`); every stage seeds itself from ``(seed, stage, t)``.
+With a fixed alpha (or a linear schedule whose ``alpha_final`` equals ``alpha``), no iteration
 depends on T; with an annealed schedule iteration 1 does not and every later one does (its
 alpha is ``alpha + (alpha_final - alpha) (t - 1) / (T - 1)``). So a changed T is allowed when
 every iteration the folder holds stage records for is within the new T and has the same alpha

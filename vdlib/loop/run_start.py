@@ -1,7 +1,7 @@
 """Starting a run folder: :func:`start_run` creates ``<output_dir>/<experiment>/<run_id>`` and
 writes its ``manifest.json`` (the config's fingerprint, seeds, versions, git commit, times) and
-``config.yaml``. Separate from :mod:`vdlib.config.layout` (which only names paths) because it reads and
-fingerprints the manifest through :mod:`vdlib.loop.run_state`, which itself uses the layout."""
+``config.yaml``. Separate from :mod:`vdlib.config.layout` (which only names paths) because it reads
+and fingerprints the manifest through :mod:`vdlib.loop.run_state`, which itself uses the layout."""
 
 from __future__ import annotations
 

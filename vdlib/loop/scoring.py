@@ -1,10 +1,10 @@
 """Self-consistency scoring: the frozen solver answers each question M times.
 
 ``score_questions(questions, solver_engine, tokenizer, m)`` renders each question with the solver
-prompt (:func:`vdlib.method.prompts.solver_prompt`), samples ``m`` answers per question in one batched
-engine call (prompt-major, so ``questions x m`` completions), extracts each last ``\\boxed{}``
-and takes the majority vote (:func:`vdlib.method.grading.majority_vote`, several at once through
-:func:`vdlib.method.grading.majority_votes`): acc = the fraction of the m
+prompt (:func:`vdlib.method.prompts.solver_prompt`), samples ``m`` answers per question in one
+batched engine call (prompt-major, so ``questions x m`` completions), extracts each last
+``\\boxed{}`` and takes the majority vote (:func:`vdlib.method.grading.majority_vote`, several at
+once through :func:`vdlib.method.grading.majority_votes`): acc = the fraction of the m
 answers in the largest equivalence group, failed extractions included in the denominator
 (paper, App. "Verification via solver self-consistency"; R-Zero's reward server).
 

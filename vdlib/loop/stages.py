@@ -1,11 +1,12 @@
 """The stages of one co-evolution iteration (paper Algorithm 1), each a plain function, and the
 table that declares them.
 
-Every stage is ``fn(store, t, out)``: ``store`` is the run's :class:`~vdlib.loop.model_store.ModelStore`
-(its config, checkpoints and engines), ``t`` the iteration, ``out`` its folder ``iter_<t>``. A
-stage reads its inputs from disk and ends with an atomic write of its done-marker, so the runner
-(:mod:`vdlib.loop.coevolution`) can skip it on resume. :data:`STAGE_TABLE` lists them in order with
-their done-marker and whether every rank runs them (the GRPO stages) or only the main process.
+Every stage is ``fn(store, t, out)``: ``store`` is the run's
+:class:`~vdlib.loop.model_store.ModelStore` (its config, checkpoints and engines), ``t`` the
+iteration, ``out`` its folder ``iter_<t>``. A stage reads its inputs from disk and ends with an
+atomic write of its done-marker, so the runner (:mod:`vdlib.loop.coevolution`) can skip it on
+resume. :data:`STAGE_TABLE` lists them in order with their done-marker and whether every rank runs
+them (the GRPO stages) or only the main process.
 
 Where things happen:
 - the vocabulary mask: :func:`vdlib.method.vocab_dropout.phase_mask` decides it per phase (``train``

@@ -7,8 +7,8 @@
   the step) and applies it while sampling: on the transformers path through a forward hook on the
   output embedding (``lm_head``) that exists only for the duration of ``generate``; on TRL's vLLM
   path (``use_vllm``, colocate or server) through the vdlib seeded processor's ``extra_args``
-  (:mod:`vdlib.engines.vllm_backend`; TRL's vLLM loads the processor from vdlib's entry point). Every
-  rollout batch is checked: no sampled id is one the batch's mask drops. The loss forward pass
+  (:mod:`vdlib.engines.vllm_backend`; TRL's vLLM loads the processor from vdlib's entry point).
+  Every rollout batch is checked: no sampled id is one the batch's mask drops. The loss forward pass
   runs without the hook, so the GRPO update uses **full-vocabulary**
   log-probabilities (paper, Sec. "Vocabulary dropout"). vLLM importance-sampling correction is
   turned off whenever a mask is active (under a mask every ratio pi_full / pi_masked <= 1 and TRL
@@ -16,8 +16,8 @@
 - **Loss variants.** ``grpo`` is TRL's clipped surrogate with the k3 KL term and token-mean
   aggregation over the generation batch (``loss_type="dapo"``); ``kl_cov`` and ``clip_cov`` (the
   paper's entropy-control baselines, proposer only) replace the policy term with
-  :func:`vdlib.method.grpo.kl_cov_loss` / :func:`vdlib.method.grpo.clip_cov_loss` and keep the KL term and the
-  aggregation. Their statistics (KL-Cov's ``penalty``, ``n_active``; Clip-Cov's
+  :func:`vdlib.method.grpo.kl_cov_loss` / :func:`vdlib.method.grpo.clip_cov_loss` and keep the KL
+  term and the aggregation. Their statistics (KL-Cov's ``penalty``, ``n_active``; Clip-Cov's
   ``n_selected``, the tokens whose gradient it cut) go into TRL's per-step logs as
   ``<variant>/<stat>``, which the run keeps in ``proposer_train.json``. Their old log-probs
   (``cov["old_logprobs"]``, config ``cov_old_logprobs``): ``recompute`` (default) takes them

@@ -341,7 +341,8 @@ class VocabDropout:
     def allowed_token_ids(self, seed: int) -> list[int]:
         """Allowed ids as a list, for vLLM's ``SamplingParams.allowed_token_ids`` (the paper's
         route; on vLLM's V2 model runner it is capped at 1,024 ids: set
-        ``VLLM_USE_V2_MODEL_RUNNER=0`` or use the seeded processor in ``vdlib.engines.vllm_backend``)."""
+        ``VLLM_USE_V2_MODEL_RUNNER=0`` or use the seeded processor in
+        ``vdlib.engines.vllm_backend``)."""
         return self.sample(seed).nonzero(as_tuple=True)[0].tolist()
 
     def dropped_ids(self, token_ids: Iterable[int], seed: int) -> list[int]:

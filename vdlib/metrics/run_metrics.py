@@ -207,10 +207,11 @@ def compute_iteration_metrics(
     docstring, for ``iter_dir`` (iteration ``t``, ``alphas``: mask phase -> retention).
 
     ``embedder``: a :mod:`vdlib.metrics.embeddings` name (None skips the embedding metrics);
-    ``tokenizer``: the proposer's tokenizer, or a name for :func:`vdlib.engines.models.load_tokenizer`;
-    ``previous_dirs``: the earlier iterations' folders (novelty and cumulative Vendi);
-    ``extra``: names in :data:`EXTRA_METRICS` or callables; ``cache_dir``: embedding cache;
-    ``novelty_threshold``: cosine distance above which a question counts as novel (paper: 0.3).
+    ``tokenizer``: the proposer's tokenizer, or a name for
+    :func:`vdlib.engines.models.load_tokenizer`; ``previous_dirs``: the earlier iterations' folders
+    (novelty and cumulative Vendi); ``extra``: names in :data:`EXTRA_METRICS` or callables;
+    ``cache_dir``: embedding cache; ``novelty_threshold``: cosine distance above which a question
+    counts as novel (paper: 0.3).
     """
     iter_dir = Path(iter_dir)
     previous = [Path(p) for p in previous_dirs]
@@ -286,8 +287,8 @@ def run_folders(paths: Iterable[str | os.PathLike]) -> list[Path]:
 
 def arm_and_seed(run: Path) -> tuple[str, int | None]:
     """``(arm, seed)`` of a run folder: parsed from its ``run_id`` (``<arm>-seed<n>``:
-    :func:`vdlib.config.layout.parse_arm_run_id`; the folder name when the config has none), else the
-    experiment name (or run id) and the config's ``seed``."""
+    :func:`vdlib.config.layout.parse_arm_run_id`; the folder name when the config has none), else
+    the experiment name (or run id) and the config's ``seed``."""
     import yaml
 
     cfg = yaml.safe_load(layout.config_path(run).read_text()) or {}

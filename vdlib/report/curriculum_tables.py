@@ -1,17 +1,19 @@
 """The paper's tables of the curriculum itself: how much of the vocabulary the proposer uses
 (:func:`vocab_util_table`), how diverse its questions are (:func:`question_diversity_table`,
 :func:`nli_diversity_table`), how often its answers are right (:func:`correctness_table`) and
-what the final curricula hold (:func:`wellposed_table`). Import them from :mod:`vdlib.report.tables`.
+what the final curricula hold (:func:`wellposed_table`). Import them from
+:mod:`vdlib.report.tables`.
 
 Inputs are tidy frames (aggregation only; nothing here computes a metric): loop metrics
 ``arm, seed, iteration, metric, value`` (:func:`vdlib.metrics.run_metrics.summary_metrics`),
 correctness ``arm, seed, iteration, correct | correctness``
-(:func:`vdlib.report.frames.load_correctness`, :func:`vdlib.report.experiments.correctness_frame`) and the
-curricula's composition and diversity (:mod:`vdlib.report.curriculum_sets`, or one row per question).
-Per-run frames may carry a ``group`` (the model scale, :func:`vdlib.report.curriculum_sets.run_scale`):
-each group gets its own rows (``ours <group>: <arm>``), compared with its own baseline.
-Every statistic is the mean over seeds with its standard error; each builder returns a
-:class:`vdlib.report.table_format.Table` (``fmt=`` picks one form), ours first, then the paper's rows.
+(:func:`vdlib.report.frames.load_correctness`, :func:`vdlib.report.experiments.correctness_frame`)
+and the curricula's composition and diversity (:mod:`vdlib.report.curriculum_sets`, or one row per
+question). Per-run frames may carry a ``group`` (the model scale,
+:func:`vdlib.report.curriculum_sets.run_scale`): each group gets its own rows
+(``ours <group>: <arm>``), compared with its own baseline. Every statistic is the mean over seeds
+with its standard error; each builder returns a :class:`vdlib.report.table_format.Table` (``fmt=``
+picks one form), ours first, then the paper's rows.
 """
 
 from __future__ import annotations
@@ -147,11 +149,11 @@ def nli_diversity_table(metrics: pd.DataFrame, fmt: str | None = None, *,
     """tab:nli_diversity: semantic (mean pairwise cosine distance) and logical (NLI) diversity
     with the % change from the baseline; then the paper's rows.
 
-    ``metrics``: one row per run (:func:`vdlib.report.curriculum_sets.diversity_frame`: ``group, arm,
-    seed, iteration`` and the :data:`NLI_TABLE_VALUES` with ``<name>_se``, the bootstrap SE):
-    per group and arm the mean over seeds, its SE ``sqrt(sum se_i^2) / k`` (the bootstrap SE
-    itself for one seed), the robustness columns beside the paper's two. Or loop metrics
-    (``mean_pairwise_cosine_distance`` and ``curriculum_nli_diversity``, else
+    ``metrics``: one row per run (:func:`vdlib.report.curriculum_sets.diversity_frame`:
+    ``group, arm, seed, iteration`` and the :data:`NLI_TABLE_VALUES` with ``<name>_se``, the
+    bootstrap SE): per group and arm the mean over seeds, its SE ``sqrt(sum se_i^2) / k`` (the
+    bootstrap SE itself for one seed), the robustness columns beside the paper's two. Or loop
+    metrics (``mean_pairwise_cosine_distance`` and ``curriculum_nli_diversity``, else
     ``nli_diversity``, at ``iteration``, default the last; SE over seeds)."""
     if "semantic" not in metrics.columns:
         return _nli_table_from_loop(metrics, fmt, arms, iteration)

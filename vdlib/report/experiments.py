@@ -334,8 +334,8 @@ def transfer_grid(runs: Mapping[RunKey, Path], cfg: ExperimentConfig, iteration:
                   ) -> dict[RunKey, dict[str, Any]]:
     """Verify each run's iteration-``iteration`` curriculum (``verification.transfer_source``:
     the band-filtered questions, as the paper, or every valid one) with
-    ``verification.transfer_model`` (:func:`vdlib.evaluation.verification.build_transfer_dataset`) and
-    GRPO-train a fresh
+    ``verification.transfer_model`` (:func:`vdlib.evaluation.verification.build_transfer_dataset`)
+    and GRPO-train a fresh
     ``model.transfer`` on the kept ones (:func:`vdlib.loop.policy.train_transfer`), under
     ``<output_dir>/<experiment>/<arm>-seed<seed>/``. Returns per run the counts and the
     trained model folder (``model``): ``valid`` questions, verified ``candidates``, kept

@@ -1,16 +1,16 @@
 """The tidy frames that tables and figures are built from: loading them from artifacts,
 checking their columns, choosing and labelling arms, and aggregating over seeds.
 
-Shared by :mod:`vdlib.report.tables` (with :mod:`vdlib.report.curriculum_tables`) and :mod:`vdlib.report.plots`;
-nothing here draws or formats. Frames:
+Shared by :mod:`vdlib.report.tables` (with :mod:`vdlib.report.curriculum_tables`) and
+:mod:`vdlib.report.plots`; nothing here draws or formats. Frames:
 
 - loop metrics: :func:`vdlib.metrics.run_metrics.summary_metrics` -> ``arm, seed, iteration,
   metric, value``; :func:`metric_summary` gives their mean +- SE over seeds;
 - correctness: :func:`load_correctness` -> ``arm, seed, iteration, correctness``;
 - evaluations: :func:`load_eval_summary` reads one evaluation folder's ``summary.json``.
 
-Every statistic is the mean over seeds with its standard error (:mod:`vdlib.utils.stats`, NaN for one
-seed). Arms come in :data:`ARM_ORDER` and show under their display names
+Every statistic is the mean over seeds with its standard error (:mod:`vdlib.utils.stats`, NaN for
+one seed). Arms come in :data:`ARM_ORDER` and show under their display names
 (:data:`vdlib.report.paper_values.ARM_LABELS`).
 
 >>> arm_label("vd85_gen"), row_label("symmetric: baseline"), row_label("Base (no training)")
@@ -121,7 +121,8 @@ def row_label(key: str) -> str:
 
 def seed_summary(frame: pd.DataFrame, by: Sequence[str], value: str = "value") -> pd.DataFrame:
     """``by`` columns plus ``mean``, ``se`` (NaN for one seed) and ``n`` of ``value`` over the
-    remaining rows (seeds); NaN values are dropped first (:func:`vdlib.utils.stats.grouped_mean_se`)."""
+    remaining rows (seeds); NaN values are dropped first
+    (:func:`vdlib.utils.stats.grouped_mean_se`)."""
     return grouped_mean_se(frame, by, value)
 
 

@@ -11,8 +11,8 @@ Every experiment notebook drives one :class:`Report`::
     report.finish()                                    # summary.json: the report is complete
 
 :func:`open_report` builds the config from the notebook's parameters
-(:func:`vdlib.config.experiment.notebook_params`, so a misspelt parameter fails before any model loads),
-sets up logging and removes a previous ``summary.json`` (the report is incomplete until
+(:func:`vdlib.config.experiment.notebook_params`, so a misspelt parameter fails before any model
+loads), sets up logging and removes a previous ``summary.json`` (the report is incomplete until
 :meth:`Report.finish`). Each table and figure is written as soon as it is added (tables as
 ``.md``, ``.tex`` and ``.csv``, figures as ``.png``, ``.pdf`` and their numbers as ``.csv``;
 atomic writes) and shown in the notebook. :meth:`Report.finish` writes ``summary.json``: the
@@ -91,8 +91,8 @@ def write_outputs(out_dir: str | os.PathLike, *, tables: Mapping[str, Any] | Non
     """Write each table as ``<name>.md``, ``<name>.tex`` and ``<name>.csv`` (its frame), save
     each figure not saved yet as ``<name>.png/.pdf`` (recording the paths on it), and write each
     figure's numbers as ``<stem>.csv`` next to its PNG; atomic writes. A table may be a
-    :class:`vdlib.report.table_format.Table`, a table builder's frame (it has a ``label`` column), any
-    other DataFrame (``.csv`` only) or Markdown text (``.md``). Returns every file written."""
+    :class:`vdlib.report.table_format.Table`, a table builder's frame (it has a ``label`` column),
+    any other DataFrame (``.csv`` only) or Markdown text (``.md``). Returns every file written."""
     out = Path(out_dir)
     written: list[Path] = []
     for name, table in (tables or {}).items():
@@ -199,8 +199,8 @@ class Report:
 
     def run_grid(self, runner: Callable[[ExperimentConfig], Any] | None = None,
                  **kwargs: Any) -> dict[RunKey, Path]:
-        """:func:`vdlib.report.experiments.run_grid` of the report's config (every arm x seed, run or
-        resumed), recorded with :meth:`add_runs`; ``{(arm, seed): folder}``."""
+        """:func:`vdlib.report.experiments.run_grid` of the report's config (every arm x seed, run
+        or resumed), recorded with :meth:`add_runs`; ``{(arm, seed): folder}``."""
         from vdlib.report.experiments import run_grid
 
         runs = run_grid(self.cfg, runner=runner, **kwargs)
@@ -269,8 +269,8 @@ def open_report(notebook: str, namespace: Mapping[str, Any], *,
                 log_level: int | None = logging.INFO) -> Report:
     """The report of ``notebook`` (e.g. ``"01_main_table"``) from its parameters: ``namespace``
     is ``locals()`` after the parameters cell (:func:`vdlib.config.experiment.notebook_params` ->
-    :func:`vdlib.config.experiment.load_params`; a bad key raises ``ConfigError`` here). Sets up logging
-    (``log_level`` None: leave it), creates the report folder and removes an earlier
+    :func:`vdlib.config.experiment.load_params`; a bad key raises ``ConfigError`` here). Sets up
+    logging (``log_level`` None: leave it), creates the report folder and removes an earlier
     ``summary.json`` there, so the report counts as complete only once :meth:`Report.finish`
     has run. ``settings``: the config keys the report shows."""
     cfg = load_params(notebook_params(dict(namespace)))

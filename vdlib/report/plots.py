@@ -8,12 +8,12 @@ Inputs are tidy pandas frames (aggregation only; nothing here computes a metric)
 - per-iteration solver accuracy: ``arm, seed, iteration, benchmark, accuracy`` (a fraction).
 
 Every statistic is the mean over seeds with its standard error ``std(ddof=1) / sqrt(n)`` (NaN for
-one seed; :mod:`vdlib.report.frames`). Missing arms are skipped with a warning; missing metrics leave a
-panel empty. Figures are matplotlib ``Figure`` objects (no pyplot state, no display needed,
-drawn with :mod:`vdlib.report.drawing`) returned in a :class:`PlotResult` and, with ``out_dir``, saved
-as PNG and PDF by :func:`save_figure` (:func:`show` displays one in a notebook under any
-backend). Tables are in :mod:`vdlib.report.tables`; a notebook's report folder (tables and figures on
-disk, ``summary.json``) is :mod:`vdlib.report`. The paper's numbers come from
+one seed; :mod:`vdlib.report.frames`). Missing arms are skipped with a warning; missing metrics
+leave a panel empty. Figures are matplotlib ``Figure`` objects (no pyplot state, no display needed,
+drawn with :mod:`vdlib.report.drawing`) returned in a :class:`PlotResult` and, with ``out_dir``,
+saved as PNG and PDF by :func:`save_figure` (:func:`show` displays one in a notebook under any
+backend). Tables are in :mod:`vdlib.report.tables`; a notebook's report folder (tables and figures
+on disk, ``summary.json``) is :mod:`vdlib.report`. The paper's numbers come from
 :mod:`vdlib.report.paper_values`; docs/plots.md maps each function to its figure.
 """
 

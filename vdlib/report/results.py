@@ -8,8 +8,8 @@ checkpoint's pass@1 (arm ``base``, iteration 0) into one JSON (``docs/results/*.
 function (:func:`vdlib.report.plots.diversity_dynamics`, the paper's curves beside ours), a table of
 every field per arm and iteration (mean +- SE over seeds), the pass@1 table, and the effects
 table (each VD arm minus the baseline: Welch's and the paired t-test of
-:func:`vdlib.utils.stats.compare_seeds`) that docs/RESULTS.md quotes. ``vdlib results FILE --out DIR``
-runs it and prints the effects table.
+:func:`vdlib.utils.stats.compare_seeds`) that docs/RESULTS.md quotes.
+``vdlib results FILE --out DIR`` runs it and prints the effects table.
 
 >>> RECORD_FIELDS[:3]
 ('valid_fraction', 'self_bleu', 'vendi')

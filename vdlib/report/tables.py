@@ -4,9 +4,9 @@ This module is where every table is imported from. It holds the evaluation table
 paper's main results (pass@1 per benchmark: :func:`main_table`, :func:`proposer_table`,
 :func:`transfer_table`, :func:`vanilla_grpo_table`, :func:`cross_scale_table`,
 :func:`ood_table`, :func:`instruct_table`); the tables of the curriculum itself (vocabulary,
-diversity, correctness, composition) live in :mod:`vdlib.report.curriculum_tables`, the table forms in
-:mod:`vdlib.report.table_format` and the loaders in :mod:`vdlib.report.frames`, and all of them are
-importable from here (``from vdlib.report import tables; tables.wellposed_table(...)``).
+diversity, correctness, composition) live in :mod:`vdlib.report.curriculum_tables`, the table forms
+in :mod:`vdlib.report.table_format` and the loaders in :mod:`vdlib.report.frames`, and all of them
+are importable from here (``from vdlib.report import tables; tables.wellposed_table(...)``).
 
 Inputs are tidy pandas frames or evaluation summaries (aggregation only; nothing here computes
 a metric):

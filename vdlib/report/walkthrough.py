@@ -3,11 +3,11 @@
 Algorithm 1 (App. "Algorithm").
 
 Each function calls the modules that hold the method (:mod:`vdlib.method.vocab_dropout`,
-:mod:`vdlib.method.rewards`, :mod:`vdlib.method.bleu_penalty`, :mod:`vdlib.method.grpo`, :mod:`vdlib.method.curriculum`,
-:mod:`vdlib.metrics`) and lays out what they return. The only numbers computed here are views
-of one next-token distribution (:func:`mask_effect`: its entropy, its effective vocabulary
-``exp(H)`` and its top tokens, before and after a mask) and a synthetic toy batch for GRPO
-(:func:`toy_grpo_batch`).
+:mod:`vdlib.method.rewards`, :mod:`vdlib.method.bleu_penalty`, :mod:`vdlib.method.grpo`,
+:mod:`vdlib.method.curriculum`, :mod:`vdlib.metrics`) and lays out what they return. The only
+numbers computed here are views of one next-token distribution (:func:`mask_effect`: its entropy,
+its effective vocabulary ``exp(H)`` and its top tokens, before and after a mask) and a synthetic toy
+batch for GRPO (:func:`toy_grpo_batch`).
 
 >>> e = mask_effect(torch.log(torch.tensor([0.5, 0.25, 0.25])), torch.tensor([False, True, True]))
 >>> round(e.dropped_mass, 3), round(e.effective_vocab_masked, 3), e.top_masked
@@ -375,8 +375,8 @@ def covariance_figure(tokens: pd.DataFrame, out_dir: str | os.PathLike | None = 
 def filter_frame(questions: Sequence[dict[str, Any]], tau_min: float, tau_max: float
                  ) -> pd.DataFrame:
     """Each scored question (``question``, ``valid``, ``acc``, ``answer``: the proposer's,
-    ``majority``), whether :func:`vdlib.method.curriculum.filter_curriculum` keeps it and the solver's
-    target under the paper's rule (the proposer's answer) and R-Zero's (the majority)."""
+    ``majority``), whether :func:`vdlib.method.curriculum.filter_curriculum` keeps it and the
+    solver's target under the paper's rule (the proposer's answer) and R-Zero's (the majority)."""
     kept = {t: {q["question"]: q["answer"] for q in filter_curriculum(list(questions), tau_min,
                                                                       tau_max, target=t)}
             for t in ("proposer", "majority")}
