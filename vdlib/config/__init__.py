@@ -1,1 +1,19 @@
-"""vdlib.config: see docs/architecture.md."""
+"""A run's configuration and where it lives on disk.
+
+- :mod:`~vdlib.config.experiment`: ``load_params`` (strict YAML, overrides), validation, profile
+  presets, ``describe``, ``save_params``; it re-exports every section, and this package
+  re-exports its public names (``from vdlib.config import load_params``);
+- :mod:`~vdlib.config.config_sections`, :mod:`~vdlib.config.config_runtime`,
+  :mod:`~vdlib.config.config_evaluation`, :mod:`~vdlib.config.config_fields`: the typed sections
+  (protocol; engine, launcher, tracking; evaluation and verification), ``param()`` and the
+  source citations;
+- :mod:`~vdlib.config.config_yaml`: bounded, strict YAML reading, ``ConfigError``;
+- :mod:`~vdlib.config.arm_table`: the arms' table (name -> overrides);
+- :mod:`~vdlib.config.layout`: every run path and run id.
+
+May import: :mod:`vdlib.method`, :mod:`vdlib.utils`, :mod:`vdlib.engines` (model names, for
+validation, deferred). Importing it stays light: no torch, datasets or vLLM.
+"""
+
+from vdlib.config.experiment import *  # noqa: F403 - the names vdlib.config always had
+from vdlib.config.experiment import __all__  # noqa: F401

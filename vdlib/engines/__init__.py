@@ -1,1 +1,16 @@
-"""vdlib.engines: see docs/architecture.md."""
+"""Generation engines: every stage that samples goes through one interface.
+
+- :mod:`~vdlib.engines.models`: the model registry and loading (packaged SmolLM2, tiny random,
+  local paths, Hub ids);
+- :mod:`~vdlib.engines.generation`: the engine interface and the transformers engine;
+- :mod:`~vdlib.engines.vllm_backend`: the mask in vLLM (the seeded logits processor, the
+  ``vllm.logits_processors`` entry point's target) and an LLM's start / stop;
+- :mod:`~vdlib.engines.vllm_engine`, :mod:`~vdlib.engines.serving`: the engine over an
+  in-process ``vllm.LLM``; vLLM servers;
+- :mod:`~vdlib.engines.setting`: ``engine.backend`` -> an engine over a checkpoint
+  (:func:`~vdlib.engines.setting.open_engine`);
+- :mod:`~vdlib.engines.engine_lifetime`: ``engine.lifetime: run``, one sleep-mode engine per run.
+
+May import: :mod:`vdlib.method`, :mod:`vdlib.utils` (the config's engine section is read by
+attribute, imported for type checking only).
+"""

@@ -1,1 +1,16 @@
-"""vdlib.method: see docs/architecture.md."""
+"""The paper's method, pure: what a reader needs to read, test or reuse it alone.
+
+- :mod:`~vdlib.method.vocab_dropout`: the mask (seeded draw, protected ids, logits processors,
+  schedules, phases);
+- :mod:`~vdlib.method.rewards`: the proposer reward (paper / R-Zero), total and solver rewards;
+- :mod:`~vdlib.method.bleu`, :mod:`~vdlib.method.bleu_penalty`: the exact pairwise BLEU kernel,
+  R-Zero's BLEU-cluster repetition penalty;
+- :mod:`~vdlib.method.grpo`: GRPO / KL-Cov / Clip-Cov loss math on ``(batch, seq)`` tensors;
+- :mod:`~vdlib.method.curriculum`: the difficulty filter and the target answer;
+- :mod:`~vdlib.method.parsing`, :mod:`~vdlib.method.grading`, :mod:`~vdlib.method.prompts`:
+  output parsing, answer equivalence and majority vote, the prompts;
+- :mod:`~vdlib.method.seeding`: one seed derived from (run seed, iteration, phase, step).
+
+May import: the standard library, torch, transformers (the logits-processor base), numpy, scipy,
+math-verify; nothing else of vdlib (tests/test_architecture.py).
+"""

@@ -1,1 +1,21 @@
-"""vdlib.report: see docs/architecture.md."""
+"""What the notebooks show: grids of runs, evaluations, tables, figures, a report folder.
+
+- :mod:`~vdlib.report.notebook`: a notebook's report (config, tables, figures,
+  ``summary.json``); :func:`open_report` is re-exported here;
+- :mod:`~vdlib.report.experiments`, :mod:`~vdlib.report.eval_grid`,
+  :mod:`~vdlib.report.curriculum_sets`: a notebook's grid (arms x seeds), the evaluation protocol
+  over it, the final curricula measured;
+- :mod:`~vdlib.report.frames`, :mod:`~vdlib.report.tables`,
+  :mod:`~vdlib.report.curriculum_tables`, :mod:`~vdlib.report.table_format`,
+  :mod:`~vdlib.report.settings_tables`: run data as frames; the paper's tables; rendering;
+- :mod:`~vdlib.report.drawing`, :mod:`~vdlib.report.plots`: the figures;
+- :mod:`~vdlib.report.results`: a committed results JSON and the report drawn from it alone;
+- :mod:`~vdlib.report.paper_values`: the paper's reported numbers;
+- :mod:`~vdlib.report.walkthrough`: notebook 07's views of the method's pieces.
+
+May import: every group except :mod:`vdlib.app`.
+"""
+
+from vdlib.report.notebook import open_report
+
+__all__ = ["open_report"]
