@@ -1,12 +1,14 @@
-"""The package's shape (docs/architecture.md): no import circle, no module over 500 lines, no
-private name imported across modules, run paths formatted by ``vdlib.config.layout`` only, and no
-notebook code cell repeated in another notebook."""
+"""The package's shape (docs/architecture.md): folders in layers (a module imports its own
+folder and lower layers only; ``vdlib/method`` nothing else of vdlib), no import circle, no
+module over 500 lines, no private name imported across modules, run paths formatted by
+``vdlib.config.layout`` only, and no notebook code cell repeated in another notebook."""
 
 from __future__ import annotations
 
 import ast
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,11 +17,30 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "vdlib"
 MAX_LINES = 500
 
+# vdlib's folders, lowest layer first. A module may import modules of its own folder and of
+# the folders of lower layers, never of its own layer's other folder or of a higher layer.
+# engines sit below config: they read the engine section by attribute (a type-checking import
+# only), while config validates model names against the engines' registry.
+LAYERS: list[tuple[str, ...]] = [
+    ("method", "utils"),        # the paper's math; infrastructure that knows nothing of it
+    ("engines",),               # model loading, transformers / vLLM / server engines
+    ("config",),                # the typed config, the arms' table, every run path
+    ("metrics", "evaluation"),  # diversity metrics; benchmark evaluation and verification
+    ("loop",),                  # one co-evolution run
+    ("grid",),                  # many runs and their status (the report API launches grids)
+    ("report",),                # the notebooks' grids, tables, figures, report folders
+    ("app",),                   # the command line and the notebooks' batch runner
+]
+# the only modules at vdlib's top level: no group, nothing imports them
+TOP_LEVEL = {"vdlib", "vdlib.__main__"}
+# what vdlib/method may import besides the standard library
+METHOD_THIRD_PARTY = {"torch", "numpy", "scipy", "transformers", "math_verify"}
 
-def _modules() -> dict[str, Path]:
+
+def _modules(root: Path = ROOT) -> dict[str, Path]:
     out = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    for path in sorted((root / "vdlib").rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts.pop()
         out[".".join(parts)] = path
@@ -29,12 +50,30 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
-def _imports(name: str, path: Path) -> list[tuple[str, list[str]]]:
-    """(imported vdlib module, names) for every import in the file, function-level included."""
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    """ids of the nodes under ``if TYPE_CHECKING:`` (annotations only, no run-time import)."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and (
+                getattr(node.test, "id", None) == "TYPE_CHECKING"
+                or getattr(node.test, "attr", None) == "TYPE_CHECKING"):
+            for child in node.body:
+                out.update(id(n) for n in ast.walk(child))
+    return out
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path] | None = None, *,
+             runtime_only: bool = False) -> list[tuple[str, list[str]]]:
+    """(imported vdlib module, names) for every import in the file, function-level included
+    (``runtime_only``: not those under ``if TYPE_CHECKING:``)."""
+    modules = MODULES if modules is None else modules
     tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip = _type_checking_nodes(tree) if runtime_only else set()
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     out = []
     for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.Import):
             out += [(a.name, []) for a in node.names if a.name.startswith("vdlib")]
         elif isinstance(node, ast.ImportFrom):
@@ -47,15 +86,40 @@ def _imports(name: str, path: Path) -> list[tuple[str, list[str]]]:
             if mod.startswith("vdlib"):
                 names = [a.name for a in node.names]
                 # ``from vdlib.pkg import module`` imports the submodule
-                subs = [n for n in names if f"{mod}.{n}" in MODULES]
+                subs = [n for n in names if f"{mod}.{n}" in modules]
                 out += [(f"{mod}.{n}", []) for n in subs]
                 out.append((mod, [n for n in names if n not in subs]))
-    return [(m, n) for m, n in out if m in MODULES]
+    return [(m, n) for m, n in out if m in modules]
 
 
-def _graph() -> dict[str, set[str]]:
-    return {name: {m for m, _ in _imports(name, path) if m != name}
-            for name, path in MODULES.items()}
+def _graph(modules: dict[str, Path] | None = None, *,
+           runtime_only: bool = False) -> dict[str, set[str]]:
+    modules = MODULES if modules is None else modules
+    return {name: {m for m, _ in _imports(name, path, modules, runtime_only=runtime_only)
+                   if m != name}
+            for name, path in modules.items()}
+
+
+def _group(module: str) -> str | None:
+    """The folder of ``vdlib.<folder>.<module>`` (``vdlib.<folder>`` itself included)."""
+    parts = module.split(".")
+    return None if module in TOP_LEVEL else parts[1]
+
+
+def _upward(graph: dict[str, set[str]],
+            layers: list[tuple[str, ...]] = LAYERS) -> list[str]:
+    """Every import of a module of another folder that is not in a lower layer."""
+    rank = {g: i for i, folders in enumerate(layers) for g in folders}
+    found = []
+    for name in sorted(graph):
+        a = _group(name)
+        for dep in sorted(graph[name]):
+            b = _group(dep)
+            if a is None or b is None or a == b:
+                continue
+            if rank[b] >= rank[a]:
+                found.append(f"{name} ({a}) imports {dep} ({b})")
+    return found
 
 
 def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -94,6 +158,71 @@ def test_the_import_graph_has_no_circle():
 def test_the_circle_check_finds_a_circle():
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_vdlib_holds_only_folders_of_the_layers_and_its_init_and_main():
+    rank = {g for folders in LAYERS for g in folders}
+    strays = [name for name in MODULES if name not in TOP_LEVEL and _group(name) not in rank]
+    assert not strays, f"modules outside the layers' folders: {strays}"
+    assert sorted(p.name for p in PACKAGE.glob("*.py")) == ["__init__.py", "__main__.py"]
+
+
+def test_no_folder_imports_a_higher_layer():
+    upward = _upward(_graph(runtime_only=True))
+    assert not upward, "imports against the layers (LAYERS):\n" + "\n".join(upward)
+
+
+def test_the_layer_check_finds_a_planted_upward_import(tmp_path):
+    # a synthetic graph: the method importing the loop, engines importing config, and a
+    # same-layer import between metrics and evaluation
+    graph = {"vdlib.method.rewards": {"vdlib.method.bleu", "vdlib.loop.stages"},
+             "vdlib.engines.setting": {"vdlib.config.experiment"},
+             "vdlib.metrics.nli": {"vdlib.evaluation.runner"},
+             "vdlib.loop.stages": {"vdlib.method.rewards", "vdlib.metrics.nli"},
+             "vdlib.method.bleu": set(), "vdlib.config.experiment": set(),
+             "vdlib.evaluation.runner": set()}
+    assert _upward(graph) == [
+        "vdlib.engines.setting (engines) imports vdlib.config.experiment (config)",
+        "vdlib.method.rewards (method) imports vdlib.loop.stages (loop)",
+        "vdlib.metrics.nli (metrics) imports vdlib.evaluation.runner (evaluation)"]
+    # the same check over files: a copy of vdlib/method with one module importing the loop,
+    # deferred inside a function; an import under ``if TYPE_CHECKING:`` does not count
+    for folder in ("method", "loop"):
+        (tmp_path / "vdlib" / folder).mkdir(parents=True)
+        (tmp_path / "vdlib" / folder / "__init__.py").write_text("")
+    (tmp_path / "vdlib" / "__init__.py").write_text("")
+    (tmp_path / "vdlib" / "loop" / "stages.py").write_text("from vdlib.method import grpo\n")
+    (tmp_path / "vdlib" / "method" / "grpo.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+        "    from vdlib.loop.stages import Stage\n")
+    modules = _modules(tmp_path)
+    assert _upward(_graph(modules, runtime_only=True)) == []
+    (tmp_path / "vdlib" / "method" / "rewards.py").write_text(
+        "def reward():\n    from vdlib.loop import stages\n    return stages\n")
+    modules = _modules(tmp_path)
+    assert _upward(_graph(modules, runtime_only=True)) == [
+        "vdlib.method.rewards (method) imports vdlib.loop (loop)",  # the package's __init__
+        "vdlib.method.rewards (method) imports vdlib.loop.stages (loop)"]
+
+
+def test_the_method_imports_only_the_standard_library_and_its_few_packages():
+    found = []
+    for name, path in MODULES.items():
+        if _group(name) != "method":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            tops = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                    [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level
+                    else [])
+            for top in (t.split(".")[0] for t in tops):
+                if top not in sys.stdlib_module_names and top not in METHOD_THIRD_PARTY \
+                        and not (top == "vdlib" and _group(_mod_of(node)) == "method"):
+                    found.append(f"{path.relative_to(ROOT)}: import {top}")
+    assert not found, "\n".join(found)
+
+
+def _mod_of(node: ast.AST) -> str:
+    return getattr(node, "module", None) or node.names[0].name  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
