@@ -359,7 +359,7 @@ class ExperimentConfig:
                             "<output_dir>/<experiment>/<run_id>/.")
     profile: str = param("paper", "Size preset merged under your values: tiny (CPU, packaged "
                          "SmolLM2), gpu (one GPU), paper (the paper's settings); the presets "
-                         "are vdlib.config.experiment.PROFILE_PRESETS.")
+                         "are vdlib.config.PROFILE_PRESETS.")
     seed: int = param(0, "Run seed: sampling, masks (derived per iteration/phase/step) and "
                       "training.", ge=0, le=2**32 - 1)
     seeds: list[int] = param([0, 1, 2], f"Seeds of the independent runs per configuration. "
