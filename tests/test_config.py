@@ -188,7 +188,7 @@ def test_notebook_params_keeps_only_parameters():
 
 
 def test_docs_config_table_is_current():
-    """docs/config.md embeds `vdlib params describe`; regenerate it when config.py changes."""
+    """docs/config.md embeds `vdlib params describe`; regenerate it when the config changes."""
     import io
     from contextlib import redirect_stdout
 

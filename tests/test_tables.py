@@ -156,7 +156,7 @@ def test_no_private_name_is_imported_across_modules():
                 offenders += [f"{path.name}: {node.module}.{a.name}" for a in node.names
                               if a.name.startswith("_") and not a.name.startswith("__")]
     ours = ("tables.py", "curriculum_tables.py", "table_format.py", "frames.py", "plots.py",
-            "drawing.py", "report.py", "notebooks.py")
+            "drawing.py", "notebook.py", "notebooks.py")
     assert not [o for o in offenders if o.split(":")[0] in ours], offenders
 
 
