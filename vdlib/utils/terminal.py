@@ -123,7 +123,7 @@ QUIET_ENV: dict[str, str] = {
 
 #: Kernel command-line arguments of a batch run (nbclient's ``extra_arguments``)
 KERNEL_ARGUMENTS: list[str] = [
-    '--IPKernelApp.exec_lines=__import__("vdlib.utils.terminal").terminal.quiet_kernel()',
+    '--IPKernelApp.exec_lines=__import__("vdlib.utils.terminal").utils.terminal.quiet_kernel()',
     "--IPKernelApp.log_level=ERROR",
 ]
 
