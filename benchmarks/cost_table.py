@@ -62,7 +62,7 @@ _ENGINE = re.compile(r"engine on \S+ started in ([\d.]+) s")
 _RUNTIME = re.compile(r"'train_runtime': '([\d.]+)'")
 _EVAL = re.compile(r"^(\S+ \S+),\d+ INFO vdlib\.evaluation\.runner: (\w+) run (\d+) \(seed \d+\): "
                    r"pass@1 \S+ over (\d+) items")
-_EVAL_ENGINE = re.compile(r"^(\S+ \S+),\d+ INFO vdlib\.vllm_backend: .*started in ([\d.]+) s")
+_EVAL_ENGINE = re.compile(r"^(\S+ \S+),\d+ INFO vdlib\.(?:engines\.)?vllm_backend: .*started in ([\d.]+) s")
 
 
 def rel(path: Path) -> str:
@@ -359,7 +359,7 @@ def profile_entry(lifetime: str) -> dict[str, Any]:
     }
 
 
-_SERVER = re.compile(r"^(\S+ \S+),\d+ INFO vdlib\.serving: "
+_SERVER = re.compile(r"^(\S+ \S+),\d+ INFO vdlib\.(?:engines\.)?serving: "
                      r"(starting vLLM server|vLLM server ready) on (http://\S+?)[ :]")
 
 
