@@ -375,7 +375,7 @@ def _no_engine(monkeypatch):
     def refuse(*a, **k):
         raise AssertionError("a model was loaded")
 
-    monkeypatch.setattr(vdlib.engines, "open_engine", refuse)
+    monkeypatch.setattr(vdlib.engines.setting, "open_engine", refuse)
 
 
 @pytest.mark.parametrize(("argv", "words"), [
