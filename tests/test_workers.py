@@ -120,3 +120,25 @@ def test_two_workers_return_in_order_relay_logs_and_share_the_cpus(caplog):
     assert relayed == ["job 3 in a worker", "job 4 in a worker", "job 5 in a worker"]
     with pytest.raises(ValueError, match="negative job -1"):
         run_jobs(_log_and_square, [(2,), (-1,)], 2, cpus=2)
+
+
+def test_the_shared_warm_start_is_built_here_first_with_a_heartbeat(monkeypatch, caplog):
+    """run_arms builds the format warm-start the arms share before starting them (with a
+    heartbeat line, as a stage would log); a config without a warm-start builds nothing here
+    (its base is converted into its own run folder, under the run's lock)."""
+    import vdlib.warm_start as warm_start
+    from vdlib.coevolution import build_shared_bases
+
+    built = []
+    monkeypatch.setattr(warm_start, "warm_start_dir",
+                        lambda name, cfg, **kw: built.append((name, cfg.steps)) or "/cached")
+    caplog.set_level(logging.INFO)
+    arms = [_params(), _params(vocab_dropout={"alpha": 0.75})]
+    build_shared_bases(arms)
+    # the proposer's and the solver's base of each arm (cached: the second call finds it)
+    assert built == [("smollm2-135m", arms[0].warm_start.steps)] * 4
+    assert any("format warm-start of smollm2-135m" in r.getMessage() and "started" in
+               r.getMessage() for r in caplog.records)
+    built.clear()
+    build_shared_bases([_params(warm_start={"mode": "none"})])
+    assert built == []

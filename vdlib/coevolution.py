@@ -348,9 +348,11 @@ def parallel_arms(cfg: ExperimentConfig, arms: int) -> int:
 
 def build_shared_bases(configs: Iterable[ExperimentConfig]) -> None:
     """Build the format warm-starts of ``configs`` (cached outside the runs and shared by
-    them) in this process, before the runs start."""
+    them) in this process, before the runs start, with a heartbeat (a cached one is only
+    checked against its record)."""
     for c in configs:
         if c.warm_start.mode == "sft":
             store = ModelStore(c)
-            store.base(c.model.proposer, "proposer")
-            store.base(c.solver_model, "solver")
+            with heartbeat(f"format warm-start of {c.model.proposer} (shared by the arms)"):
+                store.base(c.model.proposer, "proposer")
+                store.base(c.solver_model, "solver")
