@@ -71,7 +71,13 @@ def run(params: str, lifetime: str, arm: str, seed: int, work: Path, out: Path) 
 
 
 def _records(folder: Path) -> list[dict[str, Any]]:
-    lines = (folder / "generated.jsonl").read_text(encoding="utf-8").splitlines()
+    path = folder / "generated.jsonl"
+    if not path.exists() and path.with_suffix(".jsonl.gz").exists():  # as committed
+        import gzip
+
+        lines = gzip.decompress(path.with_suffix(".jsonl.gz").read_bytes()).decode().splitlines()
+        return [json.loads(x) for x in lines if x.strip()]
+    lines = path.read_text(encoding="utf-8").splitlines()
     return [json.loads(x) for x in lines if x.strip()]
 
 

@@ -111,6 +111,7 @@ def _launch(params_file: Path) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
+@pytest.mark.slow  # two subprocess runs (~1 min on 2 cores); the SIGKILL suite is slow too
 def test_resume_after_a_real_kill_equals_an_uninterrupted_run(tmp_path):
     ref_file, cut_file = tmp_path / "ref.yaml", tmp_path / "cut.yaml"
     ref_file.write_text(yaml.safe_dump(tiny_params(tmp_path / "ref", iterations=2)))

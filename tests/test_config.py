@@ -229,3 +229,21 @@ def test_resolved_config_keys_are_all_read_somewhere():
     leaves = {key.rsplit(".", 1)[-1] for key, _d, _h in describe()}
     dead = sorted(k for k in leaves if not re.search(rf"[.\"']{k}\b", sources))
     assert dead == []
+
+
+@pytest.mark.parametrize("profile", [[1], {"a": 1}, 3])
+def test_a_profile_that_is_not_a_name_is_a_config_error(profile):
+    with pytest.raises(ConfigError, match=r"profile = .* must be one name; allowed values: "
+                                          r"paper, gpu, tiny"):
+        load_params({"profile": profile})
+
+
+def test_model_names_beyond_any_path_are_a_short_config_error():
+    with pytest.raises(ConfigError) as e:
+        load_params({"profile": "tiny", "model": {"proposer": "x" * 300_000}})
+    msg = str(e.value)
+    assert "model.proposer" in msg and "300,000 characters long" in msg and len(msg) < 500
+    # a name that no filesystem can hold but under the cap: still a clean, bounded error
+    with pytest.raises(ConfigError) as e:
+        load_params({"profile": "tiny", "model": {"proposer": "y" * 3000}})
+    assert "is not a known model" in str(e.value) and len(str(e.value)) < 500

@@ -347,11 +347,28 @@ def test_shared_view_generates_through_serving_and_close_keeps_the_engine(fake_v
     with view:
         pass
     assert "shutdown" not in llm.names() and engine._llm is llm
-    engine.close()
-    assert llm.names() == ["shutdown"] and engine._llm is None and not engine._cache
+    engine.close()  # asleep: woken before the shutdown (vLLM's allocator frees mapped memory)
+    assert llm.names() == ["wake_up", "shutdown"] and engine._llm is None and not engine._cache
+    assert llm.calls[0] == ("wake_up", None)
     assert engine.awake == set() and engine.loaded is None
     engine.close()  # idempotent
-    assert llm.names() == ["shutdown"]
+    assert llm.names() == ["wake_up", "shutdown"]
+
+
+def test_a_process_that_never_closes_its_engine_closes_it_at_exit(fake_vllm, tokenizer,
+                                                                 tmp_path, monkeypatch):
+    import atexit
+
+    hooks = []
+    monkeypatch.setattr(atexit, "register", lambda fn, *args: hooks.append((fn, args)))
+    engine = _engine(tokenizer, _small_ckpt(tmp_path / "build", 0.0))
+    with engine.serving(engine.build_path):
+        pass
+    [(fn, args)] = hooks  # registered once, at the engine's start
+    fn(*args)  # what the interpreter does at exit
+    assert fake_vllm[0].names()[-2:] == ["wake_up", "shutdown"] and engine._llm is None
+    del engine
+    fn(*args)  # the hook holds the engine weakly: a collected engine is left alone
 
 
 # ----------------------------------------------------------------------------- TRL's handle

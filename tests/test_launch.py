@@ -111,6 +111,7 @@ def test_slurm_parameters_come_from_the_launcher_section():
     assert p["additional_parameters"] == {"foo": "bar"}
 
 
+@pytest.mark.slow  # submitit's local executor, ~1 min on 2 cores; the real SLURM test is slow
 def test_submitit_runs_a_grid_and_a_resubmitted_grid_skips_finished_runs(tmp_path):
     pytest.importorskip("submitit")
     cfg = load_params({**_grid(tmp_path, arms=("baseline", "vd75")),

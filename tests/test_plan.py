@@ -303,6 +303,94 @@ def test_time_calls_counts_seconds_and_calls_also_when_the_call_raises():
     assert seen["runs"] == 2 and seen["run_s"] >= 0.0
 
 
+def test_measure_goes_on_from_its_own_partial_entry_only(tmp_path):
+    from vdlib.app.plan_measure import _Meter, _prior_entry
+
+    meter = _Meter()
+    meter.stage = "proposer"
+    meter.add("tokens", 1000.0)
+    meter.peak["proposer"][1] = 70.5
+    work = tmp_path / "work"
+    out = tmp_path / "entry.json"
+    entry = {"params": "p.yaml", "partial": "stopped in score", "error": None,
+             "raw": {"work": str(work.resolve()), **meter.dump()}}
+    out.write_text(json.dumps(entry))
+    prior = _prior_entry(out, "p.yaml", work)
+    assert prior is not None
+    again = _Meter()
+    again.load(prior["raw"])
+    assert again.c["proposer"]["tokens"] == 1000.0 and again.peak["proposer"] == {1: 70.5}
+    # another params file, another work folder, a finished or failed entry: a new measurement
+    assert _prior_entry(out, "q.yaml", work) is None
+    assert _prior_entry(out, "p.yaml", tmp_path / "other") is None
+    for change in ({"partial": None}, {"error": "proposer: OutOfMemoryError"}):
+        out.write_text(json.dumps({**entry, **change}))
+        assert _prior_entry(out, "p.yaml", work) is None
+    out.write_text("{not json")
+    assert _prior_entry(out, "p.yaml", work) is None
+    assert _prior_entry(tmp_path / "missing.json", "p.yaml", work) is None
+
+
+def test_dummy_weight_stages_hand_real_problems_on_before_the_records(tmp_path, monkeypatch):
+    from vdlib.app.plan_measure import _real_work_table
+    from vdlib.loop import stages
+    from vdlib.utils.artifacts import read_jsonl, write_jsonl
+
+    def dummy_generate(store, t, out):  # what a random-init model writes: nothing parses
+        write_jsonl(out / "generated.jsonl", [{"index": i, "question": None, "answer": None,
+                                               "valid": False, "text": "zq!"} for i in range(5)])
+
+    monkeypatch.setattr(stages, "generate", dummy_generate)
+    problems = [("What is 1+1?", "2"), ("What is 2+3?", "5")]
+    table = _real_work_table(problems, solver_rows=3)
+    assert [s.name for s in table] == [s.name for s in stages.STAGE_TABLE]
+    by_name = {s.name: s for s in table}
+    assert by_name["score"] == stages.STAGE_TABLE[2]  # the other stages are the loop's own
+    by_name["generate"].run(None, 1, tmp_path)
+    rows = read_jsonl(tmp_path / "generated.jsonl")
+    assert len(rows) == 5 and all(r["valid"] for r in rows)
+    assert [r["question"] for r in rows[:3]] == ["What is 1+1?", "What is 2+3?", "What is 1+1?"]
+    assert rows[0]["text"] == "zq!"  # the generated text (and its tokens) stay as sampled
+    by_name["curriculum"].run(None, 1, tmp_path)
+    kept = read_jsonl(tmp_path / "curriculum.jsonl")
+    assert [(r["question"], r["answer"]) for r in kept] == [*problems, problems[0]]
+
+
+def test_paper_shape_file_lists_every_stage_of_each_shape_and_what_did_not_run():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("paper_shape",
+                                                  ROOT / "benchmarks" / "paper_shape.py")
+    ps = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ps)
+
+    def entry(shape, timing, error=None):
+        return {"card": "h200", "card_name": "NVIDIA H200", "vllm_version": "0.25.1",
+                "tokenizer_sha256": "ab" * 32, "dummy_weights": True, "shape": shape,
+                "params": f"params/paper/{shape}.yaml", "gpus_per_run": 2, "backend": "server",
+                "measured_at": {"proposer_steps": 2, "solver_steps": 2, "num_questions": 64},
+                "stages": {"proposer": {"step_s": 60.0}} if "proposer" in timing else {},
+                "timing_s": timing, "error": error,
+                "memory": {"per_stage_gib": {"proposer": {"0": 120.5, "1": 60.1}}},
+                "raw": {"counters": {"proposer": {"tokens": 262144.0, "engine_start_s": 80.0},
+                                     "evaluate": {"seconds": 30.0, "tokens": 100.0}}}}
+
+    data = ps.paper_shape([entry("qwen3-4b", {"proposer": 200.0, "generate": 40.0}),
+                           entry("qwen3-8b", {}, error="proposer: OutOfMemoryError: ...")])
+    assert data["card"] == "h200" and data["tokenizer"]["sha256"] == "ab" * 32
+    four = data["shapes"]["qwen3-4b"]
+    assert four["stages"]["proposer"] == {"seconds": 200.0, "tokens": 262144, "steps": 2,
+                                          "engine_start_s": 80.0,
+                                          "peak_memory_gb": {"0": 120.5, "1": 60.1}}
+    assert four["stages"]["evaluate"]["seconds"] == 30.0  # the evaluation's own clock
+    assert four["not_run"] == ["score", "curriculum", "solver", "metrics"]
+    eight = data["shapes"]["qwen3-8b"]
+    assert eight["stopped"].startswith("proposer: OutOfMemoryError")
+    assert "proposer" in eight["not_run"]
+    with pytest.raises(ValueError, match="one card"):
+        ps.paper_shape([entry("qwen3-4b", {}), {**entry("qwen3-8b", {}), "card": "h100"}])
+
+
 def test_measure_cuts_the_iteration_to_a_few_steps_at_the_params_shapes(tmp_path):
     from vdlib.app.plan_measure import _measured_config
 

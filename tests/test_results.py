@@ -338,3 +338,35 @@ def test_results_md_gpu_section_is_what_compare_py_prints():
     assert [n for n in quoted if n not in printed] == []
     for phrase in ("paper's unpaired", "paper's 2-SE", "paper's rule", "at every iteration"):
         assert phrase not in section, phrase
+
+
+def test_scale_comparison_puts_the_large_runs_beside_the_small_ones():
+    """The quickstart's side-by-side table: its own numbers (mean over its seeds) beside the
+    results file's mean ± SE at the same arm and iteration; counts included; an arm or
+    iteration the file lacks gets an empty cell."""
+    from vdlib.report.frames import arm_label
+    from vdlib.report.results import scale_comparison
+
+    data = {"records": [
+        {"arm": a, "seed": s, "iteration": t, "valid_questions": v + s, "vendi": 40.0 + s}
+        for a, v in (("baseline", 1000), ("vd75", 700)) for s in (0, 1, 2) for t in (1, 2)]}
+    small = pd.DataFrame(
+        [("baseline", 0, 1, "valid_questions", 14.0), ("baseline", 0, 1, "vendi", 6.5),
+         ("vd75", 0, 2, "valid_questions", 11.0), ("vd75", 0, 2, "vendi", 7.25),
+         ("vd75", 1, 2, "vendi", 8.25), ("gen_only", 0, 1, "vendi", 3.0),
+         ("vd75", 0, 2, "self_bleu", 0.5)],
+        columns=["arm", "seed", "iteration", "metric", "value"])
+    t = scale_comparison(small, data, ["valid_questions", "vendi"])
+    assert list(t.columns) == ["arm", "iteration", "tiny valid_questions",
+                               "GPU valid_questions", "tiny vendi", "GPU vendi"]
+    rows = {(r.arm, r.iteration): r for r in t.itertuples(index=False)}
+    assert set(rows) == {("Baseline", 1), ("VD75", 2), (arm_label("gen_only"), 1)}
+    base = t[(t.arm == "Baseline") & (t.iteration == 1)].iloc[0]
+    assert base["tiny valid_questions"] == 14.0 and base["tiny vendi"] == 6.5
+    assert base["GPU valid_questions"] == summary_table(data, ["valid_questions"]).iloc[0][
+        "valid_questions"]
+    assert base["GPU valid_questions"].startswith("1,001.000 ±")
+    vd = t[t.arm == "VD75"].iloc[0]
+    assert vd["tiny vendi"] == 7.75  # the mean over the small runs' seeds
+    assert vd["GPU vendi"].startswith("41.000 ±")
+    assert t[t.arm == arm_label("gen_only")].iloc[0]["GPU vendi"] == ""  # not in the file

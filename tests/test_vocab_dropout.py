@@ -11,6 +11,7 @@ from vdlib.engines.generation import HFEngine
 from vdlib.engines.models import load_model
 from vdlib.method.prompts import proposer_prompt
 from vdlib.method.vocab_dropout import (
+    DEFAULT_FORMAT_STRINGS,
     VocabDropout,
     VocabMaskProcessor,
     alpha_at,
@@ -46,6 +47,21 @@ def test_format_pieces_protected_in_context(tokenizer):
             piece = text[a:b].strip()
             if piece in ("<", "</", ">", "question", "\\", "box", "ed", "{", "}"):
                 assert tid in ids, (piece, tid)
+
+
+def test_a_whitespace_format_string_protects_its_whitespace_tokens(tokenizer):
+    """A whitespace-only format string (the quickstart's two newlines) protects the newline
+    tokens, and punctuation format strings their marks; nothing else is added."""
+    base = protected_token_ids(tokenizer)
+    more = protected_token_ids(tokenizer, (*DEFAULT_FORMAT_STRINGS, "\n\n", "?", "."))
+    added = set(tokenizer.convert_ids_to_tokens(sorted(more - base)))
+    assert {"Ċ", "ĊĊ", "?", "."} <= added
+    assert added <= {"Ċ", "ĊĊ", "?", ".", "Ġ?", "Ġ."}
+    assert base <= more
+    # whitespace tokens of other text stay unprotected: a space, three newlines
+    spaces = protected_token_ids(tokenizer, (*DEFAULT_FORMAT_STRINGS, "\n"))
+    assert set(tokenizer.convert_ids_to_tokens(sorted(spaces - base))) == {"Ċ"}
+    assert tokenizer.convert_tokens_to_ids("ĊĊĊ") not in more
 
 
 def test_protected_extra_and_out_of_range(tokenizer):

@@ -72,6 +72,18 @@ class _Meter:
                 self.peak[self.stage][gpu] = max(self.peak[self.stage].get(gpu, 0.0),
                                                  round(used / 1024, 1))
 
+    def dump(self) -> dict[str, Any]:
+        """The counters and peaks as JSON (a later command of the same measurement loads them)."""
+        return {"counters": {k: dict(v) for k, v in self.c.items()},
+                "peak": {k: {str(g): v for g, v in p.items()} for k, p in self.peak.items()}}
+
+    def load(self, raw: dict[str, Any]) -> None:
+        for stage, counts in raw.get("counters", {}).items():
+            for key, value in counts.items():
+                self.c[stage][key] += float(value)
+        for stage, peaks in raw.get("peak", {}).items():
+            self.peak[stage].update({int(g): float(v) for g, v in peaks.items()})
+
     def start(self) -> None:
         if shutil.which("nvidia-smi"):
             threading.Thread(target=self.sample, daemon=True).start()
@@ -193,7 +205,7 @@ def _measured_config(params: str, work: Path, gpus_per_run: int, eval_limit: int
     steps at the params' batch shapes: the table's figures are per step and per token, so a
     shorter iteration measures the same rates (the paper's K = 8,000 would take hours at 4B).
     Neither raises what the params have; ``None`` keeps the params' value."""
-    from vdlib.config.experiment import load_params, to_dict
+    from vdlib.config import load_params, to_dict
     from vdlib.loop.arms import arm_params
 
     base = to_dict(load_params(params))
@@ -244,20 +256,27 @@ def measure(params: str, *, card: str, out: str, work: str = "/tmp/vdlib_plan_me
 
     from vdlib.config import layout
     from vdlib.loop import coevolution
+    from vdlib.loop.progress import RunPaused
     from vdlib.report.experiments import evaluate_checkpoint
-    from vdlib.utils.artifacts import atomic_write_text, read_jsonl, write_jsonl
+    from vdlib.utils.artifacts import atomic_write_text
 
     work_dir = Path(work)
     work_dir.mkdir(parents=True, exist_ok=True)
     cfg = _measured_config(params, work_dir, gpus_per_run, eval_limit, Path(bench_dir),
                            steps=steps, questions=questions)
     sha = None
+    table = original = coevolution.STAGE_TABLE
     if dummy_weights:
         folder, sha = _dummy_checkpoint(cfg.model.proposer, tokenizer, work_dir)
         cfg = replace(cfg, model=replace(cfg.model, proposer=str(folder), solver=None))
-        problems = _real_problems(Path(bench_dir))
+        table = _real_work_table(_real_problems(Path(bench_dir)),
+                                 max(cfg.solver.max_steps * cfg.solver.global_batch_size, 64))
     shape = resolve_shape(cfg.model.proposer, load_table())
     meter = _Meter()
+    prior = _prior_entry(Path(out), params, work_dir)
+    if prior is not None:  # the same measurement, stopped: its counters go on
+        meter.load(prior["raw"])
+        logger.info("--measure: going on from %s (%s)", out, prior["partial"])
     _instrument(meter)
     run_dir = layout.run_path(cfg)
 
@@ -266,8 +285,9 @@ def measure(params: str, *, card: str, out: str, work: str = "/tmp/vdlib_plan_me
                        dummy_weights)
         entry.update(params=params, vllm_version=vllm.__version__, dummy_weights=dummy_weights,
                      tokenizer_sha256=sha, card_name=name)
-        if partial:  # what finished so far, should the command be stopped in the next stage
+        if partial:  # what finished so far; the same command goes on from there
             entry["partial"] = partial
+        entry["raw"] = {"work": str(work_dir.resolve()), **meter.dump()}
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(Path(out), json.dumps(entry, indent=1) + "\n")
         return entry
@@ -276,38 +296,71 @@ def measure(params: str, *, card: str, out: str, work: str = "/tmp/vdlib_plan_me
         if meter.stage != "setup":
             save(None, partial=f"stopped in {stage} (the stages before it finished)")
         meter.stage = stage
-        out_dir = layout.iteration_dir(run_dir, t)
-        if dummy_weights and stage == "score":  # real questions for the frozen solver
-            records = read_jsonl(out_dir / "generated.jsonl")
-            for i, r in enumerate(records):
-                q, a = problems[i % len(problems)]
-                r.update(question=q, answer=a, valid=True)
-            write_jsonl(out_dir / "generated.jsonl", records)
-        if dummy_weights and stage == "solver":  # real problems for the solver's GRPO
-            n = max(cfg.solver.max_steps * cfg.solver.global_batch_size, 64)
-            write_jsonl(out_dir / "curriculum.jsonl", [
-                {"question": q, "answer": a, "acc": 0.5, "proposer_answer": a,
-                 "majority": None, "mask_seed": None}
-                for q, a in (problems[i % len(problems)] for i in range(n))])
 
     meter.start()
-    error = None
+    error = partial = None
+    coevolution.STAGE_TABLE = table
     try:
-        coevolution.run(cfg, on_stage=on_stage, force=True)
+        coevolution.run(cfg, on_stage=on_stage, force=prior is None)
         save(None, partial="stopped in evaluate (the iteration finished)")
         meter.stage = "evaluate"
         start = time.perf_counter()
         evaluate_checkpoint(layout.role_model_dir(run_dir, 1, "solver"), cfg,
                             work_dir / "evaluation")
         meter.add("seconds", time.perf_counter() - start)
+    except RunPaused as e:  # $VDLIB_STOP_AT: the same command goes on from here
+        partial = f"paused: {e}"
     except Exception as e:  # noqa: BLE001 - a stage that does not fit is a result
         error = f"{meter.stage}: {type(e).__name__}: {e}"
         logger.exception("vdlib plan --measure stopped in %s", meter.stage)
     finally:
+        coevolution.STAGE_TABLE = original
         meter.stop()
-    entry = save(error)
-    logger.info("wrote %s%s", out, f" (stopped: {error})" if error else "")
+    entry = save(error, partial)
+    logger.info("wrote %s%s", out, f" (stopped: {error or partial})" if error or partial else "")
     return entry
+
+
+def _prior_entry(out: Path, params: str, work: Path) -> dict[str, Any] | None:
+    """``out`` when it is a partial entry of this measurement (same params, same work folder,
+    whose run folder the loop resumes), else None (a new measurement)."""
+    try:
+        entry = json.loads(out.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    raw = entry.get("raw") if isinstance(entry, dict) else None
+    if (entry.get("partial") and isinstance(raw, dict) and entry.get("params") == params
+            and raw.get("work") == str(work.resolve()) and not entry.get("error")):
+        return entry
+    return None
+
+
+def _real_work_table(problems: list[tuple[str, str]], solver_rows: int) -> tuple[Any, ...]:
+    """The loop's stage table for dummy weights, whose text never parses: generation does its
+    work and then hands scoring real questions (GSM8K's, each valid), and the filter hands the
+    solver ``solver_rows`` real problems, so every stage works at the params' shapes. Changed
+    inside the stages, before the loop records their outputs, so a resume finds them intact."""
+    from dataclasses import replace
+
+    from vdlib.loop import stages
+    from vdlib.utils.artifacts import read_jsonl, write_jsonl
+
+    def generate(store: Any, t: int, out: Path) -> None:
+        stages.generate(store, t, out)
+        records = read_jsonl(out / "generated.jsonl")
+        for i, r in enumerate(records):
+            q, a = problems[i % len(problems)]
+            r.update(question=q, answer=a, valid=True)
+        write_jsonl(out / "generated.jsonl", records)
+
+    def curriculum(store: Any, t: int, out: Path) -> None:
+        write_jsonl(out / "curriculum.jsonl", [
+            {"question": q, "answer": a, "acc": 0.5, "proposer_answer": a, "majority": None,
+             "mask_seed": None}
+            for q, a in (problems[i % len(problems)] for i in range(solver_rows))])
+
+    runs = {"generate": generate, "curriculum": curriculum}
+    return tuple(replace(s, run=runs.get(s.name, s.run)) for s in stages.STAGE_TABLE)
 
 
 def _train_tokens(path: Path, per_step: int) -> tuple[float, int]:

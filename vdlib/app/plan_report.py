@@ -11,6 +11,7 @@ from typing import Any
 
 from vdlib.app.plan import MemoryRow, Plan
 from vdlib.app.plan_table import CARDS
+from vdlib.loop.progress import PAUSED_EXIT
 
 __all__ = ["format_plan", "format_memory", "duration", "add_plan_command", "plan_command"]
 
@@ -159,7 +160,7 @@ def plan_command(args: Any) -> int:
     """``vdlib plan``: print the plan (exit 0), or what the table lacks (exit 2)."""
     from vdlib.app.plan import make_plan
     from vdlib.app.plan_table import MissingFigures, PlanError, load_table
-    from vdlib.config.experiment import ConfigError, load_params
+    from vdlib.config import ConfigError, load_params
 
     try:
         if args.measure:
@@ -171,8 +172,11 @@ def plan_command(args: Any) -> int:
                             eval_limit=args.eval_limit, steps=args.steps,
                             questions=args.questions)
             sys.stdout.write(f"{args.out}: {entry['id']}, stages {', '.join(entry['stages'])}"
-                             f"{'; stopped: ' + entry['error'] if entry['error'] else ''}\n")
-            return 1 if entry["error"] else 0
+                             f"{'; stopped: ' + entry['error'] if entry['error'] else ''}"
+                             f"{'; ' + entry['partial'] if entry.get('partial') else ''}\n")
+            if entry["error"]:
+                return 1
+            return PAUSED_EXIT if entry.get("partial") else 0  # partial: run it again
         cfg = load_params(args.params)
         plan = make_plan(cfg, params=args.params, card=args.card, gpus=args.gpus,
                          gpus_per_run=args.gpus_per_run, runs_per_gpu=args.runs_per_gpu,

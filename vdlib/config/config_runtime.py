@@ -121,7 +121,9 @@ class LauncherConfig:
                               "launch` with N processes; 0 = CPU runs.", ge=0,
                               le=1024)
     max_parallel: int | None = param(None, "Most runs at once on this machine; null = one per "
-                                     "GPU group (1 without GPUs).", gt=0,
+                                     "GPU group (1 without GPUs). On the CPU, run_arms (the "
+                                     "notebooks) also runs up to this many arms at once, the "
+                                     "cores shared among them (vdlib.utils.workers).", gt=0,
                                      le=4096)
     slurm: SlurmConfig = field(default_factory=SlurmConfig,
                                metadata={"help": "SLURM submission."})

@@ -345,6 +345,10 @@ def _check_path_component(key: str, value: str | None) -> None:
                           "or '..', not empty): it names a folder under output_dir")
 
 
+#: the longest model reference accepted (PATH_MAX on Linux)
+MAX_MODEL_REF = 4096
+
+
 def _check_model_name(key: str, name: str) -> None:
     """A model is a registered name, an existing local path, or a Hub id 'org/name'."""
     from vdlib.engines.models import (
@@ -352,13 +356,21 @@ def _check_model_name(key: str, name: str) -> None:
     )
 
     names = model_names()
-    if name in names or Path(name).expanduser().exists():
+    if len(name) > MAX_MODEL_REF:  # no registered name, Hub id or path is that long
+        raise ConfigError(f"{key} = {shown(name)} is {len(name):,} characters long; a model is "
+                          f"a registered name ({', '.join(names)}), a Hugging Face id "
+                          f"'org/name' or a local path of at most {MAX_MODEL_REF} characters")
+    try:
+        local = Path(name).expanduser().exists()
+    except (OSError, ValueError):  # a name no filesystem can hold
+        local = False
+    if name in names or local:
         return
     if re.match(r"^[\w.-]+/[\w.-]+$", name) and not name.startswith((".", "/")):
         return
     hint = difflib.get_close_matches(name, names, n=1)
     extra = f" (did you mean {hint[0]!r}?)" if hint else ""
-    raise ConfigError(f"{key} = {name!r} is not a known model{extra}; allowed values: "
+    raise ConfigError(f"{key} = {shown(name)} is not a known model{extra}; allowed values: "
                       f"{', '.join(names)}, a Hugging Face id 'org/name', or an existing "
                       "local path")
 
@@ -384,6 +396,9 @@ def load_params(source: str | os.PathLike | dict | None = None,
     if overrides:
         data = merge_params(data, overrides)
     profile = data.get("profile", ExperimentConfig.profile)
+    if not isinstance(profile, str):
+        raise ConfigError(f"profile = {shown(profile)} must be one name; allowed values: "
+                          f"{', '.join(PROFILE_PRESETS)}")
     if profile not in PROFILE_PRESETS:
         _check_rules("profile", profile, {"choices": tuple(PROFILE_PRESETS)})
     merged = merge_params(PROFILE_PRESETS[profile], data)

@@ -31,12 +31,14 @@ log-probabilities (tests/test_vllm_gpu.py checks them against the checkpoints).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import logging
 import os
 import random
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -174,6 +176,12 @@ class _TRLHandle:
         return getattr(self._owner.llm, name)
 
 
+def _close_at_exit(ref: weakref.ref) -> None:
+    engine = ref()
+    if engine is not None:
+        engine.close()
+
+
 class RunEngine:
     """One run's engine (see the module docstring). ``build_path``: the checkpoint the engine
     starts on (the run's base; the same path across iterations and resumes, so vLLM's compile
@@ -218,16 +226,30 @@ class RunEngine:
                               **kv_cache_bytes(self.ecfg.kv_cache_gb))
         self.starts.append(time.perf_counter() - start)
         self.awake = {"weights", "kv_cache"}
+        # a process that ends without closing its run (an exception, a stop) still shuts the
+        # engine down awake (close's docstring); weakly, so the hook keeps no engine alive
+        atexit.register(_close_at_exit, weakref.ref(self))
         self.loaded = self.build_path
         logger.info("run engine: started once for the run on %s (%.1f s); it sleeps between "
                     "uses and receives each role's weights in memory", self.build_path,
                     self.starts[-1])
 
     def close(self) -> None:
-        """Shut the engine down (end of the run)."""
+        """Shut the engine down (end of the run, or the process's exit).
+
+        A sleeping engine is woken first: tensors freed while their memory is released (vLLM
+        0.25.1's cumem allocator, sleep level 2) make the allocator call the CUDA driver on
+        released handles, which printed "CUDA Error: invalid argument at cumem_allocator.cpp"
+        at the exit of a process whose run engine slept (the H100 freshness log; the failure
+        mode of vllm-project/vllm#36651)."""
         if self._llm is not None:
             from vdlib.engines.vllm_backend import shutdown_llm
 
+            if self.awake != {"weights", "kv_cache"}:
+                try:
+                    self._llm.wake_up()
+                except Exception as err:  # noqa: BLE001 - shutting down regardless
+                    logger.warning("run engine: wake-up before shutdown failed: %s", err)
             llm, self._llm = self._llm, None
             self.awake, self.loaded = set(), None
             shutdown_llm(llm)

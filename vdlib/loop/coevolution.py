@@ -44,11 +44,12 @@ uninterrupted one. Layout: ``<output_dir>/<experiment>/<run_id>/`` with ``config
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,7 +57,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from vdlib.config.experiment import ConfigError, ExperimentConfig, load_params
+from vdlib.config import ConfigError, ExperimentConfig, load_params
 from vdlib.config.layout import iteration_dir, manifest_path, run_id, run_path
 from vdlib.loop.distributed import (
     barrier,
@@ -82,8 +83,8 @@ from vdlib.loop.stages import STAGE_TABLE, STAGES, TRAINING_STAGES
 from vdlib.method.seeding import derive_seed
 from vdlib.utils.artifacts import atomic_write_json
 
-__all__ = ["STAGES", "TRAINING_STAGES", "Loop", "RunResult", "run", "run_arms", "iteration_dir",
-           "check_visible_gpus"]
+__all__ = ["STAGES", "TRAINING_STAGES", "Loop", "RunResult", "run", "run_arms", "parallel_arms",
+           "build_shared_bases", "iteration_dir", "check_visible_gpus"]
 
 logger = logging.getLogger(__name__)
 
@@ -163,7 +164,7 @@ class Loop:
         self.store.prepare_bases()
         main = is_main_process()
         if main and self.cfg.tracking != "none":
-            from vdlib.config.experiment import to_dict
+            from vdlib.config import to_dict
             from vdlib.utils.tracking import open_tracker
 
             self.tracker = open_tracker(self.cfg.tracking, self.run_dir, run_id(self.cfg),
@@ -268,12 +269,13 @@ def check_visible_gpus(cfg: ExperimentConfig, device_count: int | None = None) -
     """One process trains on one GPU: TRL refuses a single process that sees several (it would
     wrap the model in ``nn.DataParallel``). Fail before any model loads, saying what to do.
 
-    >>> from vdlib.config.experiment import load_params
+    >>> from vdlib.config import load_params
     >>> check_visible_gpus(load_params({"model": {"device": "cuda:0"}}), device_count=1)
     >>> check_visible_gpus(load_params({"model": {"device": "cuda:0"}}), device_count=2)
     Traceback (most recent call last):
     ...
-    vdlib.config.config_yaml.ConfigError: model.device = 'cuda:0', but this single process sees ...
+    vdlib.config.config_yaml.ConfigError: model.device = 'cuda:0', but this single process sees 2
+    GPUs ...
     """
     if world_size() > 1 or not cfg.model.device.startswith(("cuda", "auto")):
         return
@@ -305,17 +307,53 @@ def run_arms(config: ExperimentConfig | str | dict,
              ) -> dict[str, RunResult]:
     """Run (or resume) every arm in ``config.arms`` (vdlib.loop.arms), each in its own folder
     ``<experiment>/<arm>-seed<seed>``; with no arms, the config itself under its own name.
-    ``force``: as in :func:`run`."""
-    from vdlib.config.experiment import to_dict
+    ``force``: as in :func:`run`.
+
+    On the CPU, with ``launcher.max_parallel`` above 1 (and no ``on_stage``), up to that many
+    arms run at once in worker processes that share the cores
+    (:func:`vdlib.utils.workers.run_jobs`); a format warm-start they share is built here first, with
+    every core. Otherwise the arms run one after another in this process."""
+    from vdlib.config import to_dict
     from vdlib.loop.arms import arm_params
+    from vdlib.utils.workers import run_jobs, worker_count
 
     cfg = config if isinstance(config, ExperimentConfig) else load_params(config)
     if not cfg.arms:
         return {cfg.run_id or "run": run(cfg, on_stage, force=force)}
     base = to_dict(cfg)
     configs = {arm: load_params(arm_params(base, arm)) for arm in cfg.arms}  # validate all first
+    workers = parallel_arms(cfg, len(configs)) if on_stage is None else 1
+    if worker_count(len(configs), workers) > 1:
+        build_shared_bases(configs.values())
+        logger.info("arms %s: %d at once", ", ".join(f"{a} ({run_id(c)})" for a, c in
+                                                      configs.items()), workers)
+        runs = run_jobs(functools.partial(run, force=force),
+                        [(c,) for c in configs.values()], workers)
+        return dict(zip(configs, runs, strict=True))
     results = {}
     for k, (arm, c) in enumerate(configs.items(), start=1):
         logger.info("arm %d/%d: %s (%s)", k, len(configs), arm, run_id(c))
         results[arm] = run(c, on_stage, force=force)
     return results
+
+
+def parallel_arms(cfg: ExperimentConfig, arms: int) -> int:
+    """How many of ``arms`` arms :func:`run_arms` runs at once: ``launcher.max_parallel`` on the
+    CPU in one process (no ``accelerate launch``), else 1."""
+    from vdlib.engines.models import resolve_device
+
+    if world_size() > 1 or str(resolve_device(cfg.model.device)) != "cpu":
+        return 1
+    return max(1, min(arms, cfg.launcher.max_parallel or 1))
+
+
+def build_shared_bases(configs: Iterable[ExperimentConfig]) -> None:
+    """Build the format warm-starts of ``configs`` (cached outside the runs and shared by
+    them) in this process, before the runs start, with a heartbeat (a cached one is only
+    checked against its record)."""
+    for c in configs:
+        if c.warm_start.mode == "sft":
+            store = ModelStore(c)
+            with heartbeat(f"format warm-start of {c.model.proposer} (shared by the arms)"):
+                store.base(c.model.proposer, "proposer")
+                store.base(c.solver_model, "solver")

@@ -156,6 +156,9 @@ def _piece_ids(tokenizer: Any, text: str, prefix: str, suffix: str) -> set[int]:
         ids = set(tokenizer.encode(full, add_special_tokens=False))
         ids -= set(tokenizer.encode(prefix, add_special_tokens=False)) if prefix else set()
         ids -= set(tokenizer.encode(suffix, add_special_tokens=False)) if suffix else set()
+    if not text.strip():  # a whitespace format string ("\n\n"): its whitespace tokens
+        return {tid for tid in ids if (piece := tokenizer.decode([tid])) and not piece.strip()
+                and piece in text}
     # keep tokens that are a piece of ``text`` (up to surrounding whitespace), not merges with
     # the context such as ":\\" or "}."
     return {tid for tid in ids if (piece := tokenizer.decode([tid]).strip()) and piece in text}
@@ -171,7 +174,8 @@ def protected_token_ids(tokenizer: Any, format_strings: Sequence[str] = DEFAULT_
     a word, a digit, ...), and ``extra``. A token counts as a piece when its text, up to
     surrounding whitespace, is a substring of the format string: merges with the context such as
     ``"}}"`` or ``":\\"`` are not protected. That is fine because training uses the sampled ids
-    and never re-tokenises decoded text.
+    and never re-tokenises decoded text. A format string of whitespace only (two newlines, say)
+    protects the whitespace tokens whose text is a substring of it (one newline, two newlines).
     """
     ids = _eos_ids(tokenizer, generation_config)
     if getattr(tokenizer, "pad_token_id", None) is not None:

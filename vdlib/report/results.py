@@ -34,7 +34,8 @@ from vdlib.utils.stats import ALPHA, SE_DDOF, compare_seeds, mean_and_se
 
 __all__ = ["RECORD_FIELDS", "PASS1_PREFIX", "collect_results", "merge_results", "load_results",
            "ResultsFileError", "RESULTS_MAX_BYTES", "loop_frame",
-           "pass1_frame", "summary_table", "pass1_table", "effects_table", "results_report"]
+           "pass1_frame", "summary_table", "SCALE_FIELDS", "scale_comparison", "pass1_table",
+           "effects_table", "results_report"]
 
 #: the loop metrics each record carries (names of ``iter_<t>/metrics.json``)
 RECORD_FIELDS = ("valid_fraction", "self_bleu", "vendi", "novelty_rate", "cumulative_vendi",
@@ -269,6 +270,36 @@ def summary_table(data: Mapping[str, Any], fields: Sequence[str] = RECORD_FIELDS
         rows.append(row)
     return pd.DataFrame(rows).sort_values(["iteration", "arm"], kind="stable",
                                           ignore_index=True)
+
+
+#: what :func:`scale_comparison` shows by default: the counts beside the diversity metrics
+SCALE_FIELDS = ("generated", "valid_questions", "self_bleu", "vendi")
+
+
+def scale_comparison(small: pd.DataFrame, data: Mapping[str, Any],
+                     fields: Sequence[str] = SCALE_FIELDS, *, small_label: str = "tiny",
+                     large_label: str = "GPU") -> pd.DataFrame:
+    """One row per arm and iteration of ``small`` (loop metrics, ``arm, seed, iteration,
+    metric, value``: a notebook's own runs), each field twice: ``"<small_label> <field>"``
+    (the mean over ``small``'s seeds, 3 digits) and ``"<large_label> <field>"`` (the results
+    file ``data`` at the same arm and iteration, mean ± SE over its seeds as
+    :func:`summary_table`; empty where it has none). The quickstart shows its 135M CPU numbers
+    beside the GPU-scale ones of docs/RESULTS.md this way, counts first: a Vendi score cannot
+    exceed the number of questions it is computed on."""
+    large = summary_table(data, fields).set_index(["arm", "iteration"])
+    d = small[small["metric"].isin(list(fields))]
+    rows = []
+    for (arm, t), g in d.groupby(["arm", "iteration"], sort=True):
+        key = (arm_label(arm), int(t))
+        row: dict[str, Any] = {"arm": key[0], "iteration": key[1]}
+        for f in fields:
+            v = g[g["metric"] == f]["value"]
+            row[f"{small_label} {f}"] = round(float(v.mean()), 3) if len(v) else None
+            row[f"{large_label} {f}"] = large.at[key, f] if key in large.index else ""
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["arm", "iteration",
+                                       *(f"{x} {f}" for f in fields
+                                         for x in (small_label, large_label))])
 
 
 def pass1_table(data: Mapping[str, Any], ddof: int = SE_DDOF) -> pd.DataFrame:

@@ -1,0 +1,43 @@
+#!/bin/bash
+# The paper's shapes on the paper's topology (issue 28): `vdlib plan --measure` of
+# params/paper/main_table.yaml (Qwen3-4B shape) and main_table@8b.yaml (8B) with dummy weights
+# and Qwen3's real tokenizer, on 2 GPUs (a vLLM server on each, the trainer on GPU 0), a few
+# steps of every stage at the paper's batch shapes, every output at its 2,048-token limit.
+# Before the session, on this machine (both folders are gitignored and travel with `carry`):
+#   ../shared/tools/qwen3-tokenizer .q3tok
+#   mkdir -p .bench && cp -r ../shared/benchmarks/{gsm8k,math500} .bench/
+# On a 2-GPU machine that received the wheel parts (gpu_small.sh install), carrying
+# [".q3tok", ".bench"] on every command:
+#   bash benchmarks/gpu_paper_shape.sh 4b   # repeat the same command until it exits 0 or 1:
+#   bash benchmarks/gpu_paper_shape.sh 8b   # 75 = paused at the deadline, it goes on from there
+# Each command stops before a stage that would start after END (default: 560 s from its start)
+# and leaves its entry marked `partial`; the next command resumes the run folder and the
+# counters. The entries come back in $OUT (cost_entries/qwen3-<size>_<card>_2gpu.json, to commit
+# under benchmarks/results/cost_entries/), with the log; then, on CPU:
+#   python benchmarks/paper_shape.py benchmarks/results/cost_entries/qwen3-{4b,8b}_<card>_2gpu.json
+set -o pipefail
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT/cost_entries"
+test -d /tmp/site || { echo "machine was released: send the parts again"; exit 3; }
+test -f .q3tok/tokenizer.json || { echo "carry .q3tok (../shared/tools/qwen3-tokenizer .q3tok)"; exit 2; }
+export PYTHONPATH=/tmp/site:$PWD:/tmp/vdsite VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 \
+    TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
+card=$(python3 -c "import torch,re;n=torch.cuda.get_device_name().lower();m=re.search(r'h100|h200',n);print(m.group(0) if m else 'gpu')")
+case $1 in
+4b) P=params/paper/main_table.yaml ;;
+8b) P=params/paper/main_table@8b.yaml ;;
+*) echo "usage: $0 4b|8b"; exit 2 ;;
+esac
+END=${END:-$(( $(date +%s) + ${LIMIT:-560} ))}
+E=/tmp/paper_shape/qwen3-$1_${card}_2gpu.json
+mkdir -p /tmp/paper_shape
+nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader
+VDLIB_STOP_AT=$END CUDA_VISIBLE_DEVICES=0,1 timeout $(( END - $(date +%s) + 30 )) \
+    python3 -m vdlib.app.cli plan $P --measure --dummy-weights --tokenizer .q3tok --bench-dir .bench \
+    --gpus-per-run 2 --card "$card" --steps ${STEPS:-2} --questions ${QUESTIONS:-64} \
+    --eval-limit ${EVAL_LIMIT:-32} --work /tmp/paper_shape/work_$1 --out "$E" \
+    >> "$OUT/paper_shape_$1_$card.log" 2>&1
+rc=$?
+cp "$E" "$OUT/cost_entries/" 2>/dev/null
+grep -v "INFO 1[01]-\|WARNING 1[01]-\|Processed prompts\|it/s\]" "$OUT/paper_shape_$1_$card.log" | tail -15
+exit $rc
