@@ -274,8 +274,7 @@ def check_visible_gpus(cfg: ExperimentConfig, device_count: int | None = None) -
     >>> check_visible_gpus(load_params({"model": {"device": "cuda:0"}}), device_count=2)
     Traceback (most recent call last):
     ...
-    vdlib.config.config_yaml.ConfigError: model.device = 'cuda:0', but this single process sees 2
-    GPUs ...
+    vdlib.config.config_yaml.ConfigError: model.device = 'cuda:0', but this single process ...
     """
     if world_size() > 1 or not cfg.model.device.startswith(("cuda", "auto")):
         return

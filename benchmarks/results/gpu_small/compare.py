@@ -11,9 +11,9 @@ docs/RESULTS.md holds each block between ``<!-- BEGIN compare.py:NAME -->`` and
 script prints, and that every number in the section's prose outside the blocks (its "What was
 run" part, about machines and timings, aside) is one of the numbers printed here.
 
-Arm-vs-arm tests come from :func:`vdlib.stats.compare_seeds` (Welch's t with the sample SDs and
-Welch–Satterthwaite df; the paired t by seed); cells are mean ± SE with the sample SD, except
-the pass@1 cells, which use the paper's rule for its printed mean ± SE (population SD).
+Arm-vs-arm tests come from :func:`vdlib.utils.stats.compare_seeds` (Welch's t with the sample
+SDs and Welch–Satterthwaite df; the paired t by seed); cells are mean ± SE with the sample SD,
+except the pass@1 cells, which use the paper's rule for its printed mean ± SE (population SD).
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from pathlib import Path
 
 from scipy import stats as st
 
-from vdlib.paper_values import paper_series
-from vdlib.results import load_results, pass1_frame
-from vdlib.stats import ALPHA, compare_seeds, mean_and_se
+from vdlib.report.paper_values import paper_series
+from vdlib.report.results import load_results, pass1_frame
+from vdlib.utils.stats import ALPHA, compare_seeds, mean_and_se
 
 ROOT = Path(__file__).resolve().parents[3]
 JSON = ROOT / "docs" / "results" / "gpu_small_main.json"
