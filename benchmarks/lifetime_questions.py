@@ -21,6 +21,7 @@ changed the sampling order). Written as JSON::
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import logging
 import shutil
@@ -72,13 +73,11 @@ def run(params: str, lifetime: str, arm: str, seed: int, work: Path, out: Path) 
 
 def _records(folder: Path) -> list[dict[str, Any]]:
     path = folder / "generated.jsonl"
-    if not path.exists() and path.with_suffix(".jsonl.gz").exists():  # as committed
-        import gzip
-
-        lines = gzip.decompress(path.with_suffix(".jsonl.gz").read_bytes()).decode().splitlines()
-        return [json.loads(x) for x in lines if x.strip()]
-    lines = path.read_text(encoding="utf-8").splitlines()
-    return [json.loads(x) for x in lines if x.strip()]
+    if not path.exists():  # as committed under benchmarks/results/: gzipped
+        path = folder / "generated.jsonl.gz"
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        return [json.loads(x) for x in fh if x.strip()]
 
 
 def _log(folder: Path) -> list[dict[str, Any]]:
@@ -112,7 +111,7 @@ def compare(a: Path, b: Path, embedder: str | None = "minilm") -> dict[str, Any]
     first = next((i for i, s in enumerate(same_text) if not s), None)
     la, lb = _log(a), _log(b)
     steps = [{"step": i + 1, a.name: x, b.name: y, "equal": x == y}
-             for i, (x, y) in enumerate(zip(la, lb))]
+             for i, (x, y) in enumerate(zip(la, lb, strict=False))]
     first_step = next((s["step"] for s in steps if not s["equal"]), None)
     valid = {f.name: [r["question"] for r in rs if r["valid"]] for f, rs in ((a, ra), (b, rb))}
     return {
