@@ -738,9 +738,12 @@ def paper_block(table: dict[str, Any]) -> str:
         for per_run in (1, 2):
             for card in ("h200", "h100"):
                 try:
-                    make_plan(cfg, params=rel(path), card=card, gpus_per_run=per_run,
-                              table=table)
-                    mem.append("?")  # a plan would mean figures exist; none do yet
+                    plan = make_plan(cfg, params=rel(path), card=card, gpus_per_run=per_run,
+                                     table=table)
+                    est = max(m.total_gib for m in plan.memory)
+                    seen = max((m.measured_gib or 0.0) for m in plan.memory)
+                    fit = "" if all(m.fits for m in plan.memory) else " (no fit)"
+                    mem.append(f"{est:.0f}{f', measured {seen:.0f}' if seen else ''}{fit}")
                 except MissingFigures as e:
                     if e.memory is None:
                         mem.append("-")
@@ -752,9 +755,40 @@ def paper_block(table: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def paper_cost_block(table: dict[str, Any]) -> str:
+    """docs/SCALING.md's cost of each paper notebook on the paper's hardware (a run on 2 x H200,
+    one run at a time), from ``vdlib plan --gpus-per-run 2``, or what is missing for it."""
+    from vdlib.app.plan import NOT_COEVOLUTION, MissingFigures, PlanError, make_plan
+    from vdlib.app.plan_report import duration
+    from vdlib.config.experiment import load_params
+
+    lines = ["| params | runs (arms x seeds) x iterations | per iteration | per run (with its "
+             "evaluation) | notebook wall, one 2-GPU machine | notebook GPU-hours | figures |",
+             "|---|---|---:|---:|---:|---:|---|"]
+    for path in sorted((ROOT / "params" / "paper").glob("*.yaml")):
+        if path.stem.split("@")[0] in NOT_COEVOLUTION:
+            continue
+        cfg = load_params(path)
+        try:
+            plan = make_plan(cfg, params=rel(path), card="h200", gpus_per_run=2, table=table)
+        except (MissingFigures, PlanError) as e:
+            text = str(e)
+            why = ("no figures for shape " + text.split("no figures for shape ")[1]
+                   .split(" on ")[0] + " (not measured)" if "no figures for shape" in text
+                   else text.split(";")[0].split(" (")[0])
+            lines.append(f"| `{rel(path)}` | | not planned: {why} | | | | |")
+            continue
+        w = plan.work
+        lines.append(f"| `{rel(path)}` | {w.arms} x {w.seeds} = {w.runs} x {w.iterations} | "
+                     f"{duration(plan.iteration_s)} | {duration(plan.run_s)} | "
+                     f"{duration(plan.notebook_wall_s)} | {plan.notebook_gpu_hours:,.0f} | "
+                     f"`{plan.entry}` |")
+    return "\n".join(lines)
+
+
 def doc_blocks(table: dict[str, Any]) -> dict[str, str]:
     return {"gpu_small_check": check_block(table), "notebooks": notebook_block(table),
-            "paper": paper_block(table)}
+            "paper": paper_block(table), "paper_cost": paper_cost_block(table)}
 
 
 def replace_blocks(text: str, blocks: dict[str, str]) -> str:

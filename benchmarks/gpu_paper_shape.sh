@@ -10,7 +10,7 @@
 # [".q3tok", ".bench"] on every command:
 #   bash benchmarks/gpu_paper_shape.sh 4b   # repeat the same command until it exits 0 or 1:
 #   bash benchmarks/gpu_paper_shape.sh 8b   # 75 = paused at the deadline, it goes on from there
-# Each command stops before a stage that would start after END (default: 560 s from its start)
+# Each command stops before a stage that would start after END (default: 500 s from its start)
 # and leaves its entry marked `partial`; the next command resumes the run folder and the
 # counters. The entries come back in $OUT (cost_entries/qwen3-<size>_<card>_2gpu.json, to commit
 # under benchmarks/results/cost_entries/), with the log; then, on CPU:
@@ -28,11 +28,14 @@ case $1 in
 8b) P=params/paper/main_table@8b.yaml ;;
 *) echo "usage: $0 4b|8b"; exit 2 ;;
 esac
-END=${END:-$(( $(date +%s) + ${LIMIT:-560} ))}
+END=${END:-$(( $(date +%s) + ${LIMIT:-500} ))}
 E=/tmp/paper_shape/qwen3-$1_${card}_2gpu.json
 mkdir -p /tmp/paper_shape
 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader
-VDLIB_STOP_AT=$END CUDA_VISIBLE_DEVICES=0,1 timeout $(( END - $(date +%s) + 30 )) \
+# a stage that starts before END may run past it: SIGTERM 40 s after END (the CLI then stops
+# its servers and saves the entry), SIGKILL 20 s later, still inside a 10-minute command; the
+# servers die with it either way (PR_SET_PDEATHSIG), and a rerun refuses GPUs left full
+VDLIB_STOP_AT=$END CUDA_VISIBLE_DEVICES=0 timeout -k 20 $(( END - $(date +%s) + 40 )) \
     python3 -m vdlib.app.cli plan $P --measure --dummy-weights --tokenizer .q3tok --bench-dir .bench \
     --gpus-per-run 2 --card "$card" --steps ${STEPS:-2} --questions ${QUESTIONS:-64} \
     --eval-limit ${EVAL_LIMIT:-32} --work /tmp/paper_shape/work_$1 --out "$E" \

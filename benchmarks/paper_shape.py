@@ -10,6 +10,14 @@ For each shape and stage: ``seconds`` (the loop's timing.json; the evaluation's 
 ``peak_memory_gb`` per GPU (nvidia-smi every second, every process on the card); plus the card,
 the vLLM version, the tokenizer's SHA-256, the sizes measured at, and where a stage stopped.
 Stages an entry lacks are listed under ``not_run`` with the entry's error or pause.
+
+A measurement that took several attempts (one stopped by an error, the next going on in the same
+run folder from fresh counters) joins into one entry, each stage taken from the attempt that ran
+it, with every correction stated in the entry's ``corrections``::
+
+    python benchmarks/paper_shape.py --merge OUT.json --take proposer,score=A.json \
+        --take solver,metrics,evaluate=B.json --assume-tokens generate=131072 \
+        --correction "..."
 """
 
 from __future__ import annotations
@@ -46,6 +54,9 @@ def shape_record(entry: dict[str, Any]) -> dict[str, Any]:
         if c.get("engine_start_s"):
             row["engine_start_s"] = round(float(c["engine_start_s"]), 2)
         row["peak_memory_gb"] = peaks.get(name, {})
+        if not row["peak_memory_gb"] and raw.get("peak", {}).get(name):
+            # left out of the entry's memory: other processes' memory was on the card too
+            row["peak_memory_gb_with_other_memory"] = raw["peak"][name]
         stages[name] = row
     return {
         "params": entry.get("params"), "gpus_per_run": entry.get("gpus_per_run"),
@@ -53,6 +64,8 @@ def shape_record(entry: dict[str, Any]) -> dict[str, Any]:
         "stages": stages, "not_run": [s for s in STAGES if s not in stages],
         "stopped": entry.get("error") or entry.get("partial"),
         "note": entry.get("note"),
+        **({"corrections": entry["corrections"], "attempts": entry.get("attempts")}
+           if entry.get("corrections") else {}),
     }
 
 
@@ -72,11 +85,94 @@ def paper_shape(entries: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def merge_attempts(takes: list[tuple[list[str], dict[str, Any]]],
+                   assumed_tokens: dict[str, float] | None = None,
+                   corrections: list[str] | None = None,
+                   drop_peaks: list[str] | None = None) -> dict[str, Any]:
+    """One entry from several attempts of one measurement (pure): for each ``(stages, entry)``
+    the named stages' figures, counters and memory peaks come from that entry; the rest (ids,
+    sizes, the run folder's cumulative timing) from the last one. ``assumed_tokens`` fills a
+    stage's token count that was not counted (e.g. generation at its token limit) and derives
+    its rate as the loop does (tokens / (stage seconds - engine starts)); each assumption and
+    each ``corrections`` line is listed in ``corrections``. ``drop_peaks``: stages whose memory
+    peaks include other processes' memory; they stay in ``raw.peak`` only."""
+    base = json.loads(json.dumps(takes[-1][1]))
+    stages: dict[str, Any] = {}
+    counters: dict[str, Any] = {}
+    peaks: dict[str, Any] = {}
+    lengths = dict(base.get("lengths", {}))
+    for names, entry in takes:
+        for name in names:
+            if name in entry.get("stages", {}):
+                stages[name] = entry["stages"][name]
+            if name in entry.get("raw", {}).get("counters", {}):
+                counters[name] = entry["raw"]["counters"][name]
+            if name in entry.get("memory", {}).get("per_stage_gib", {}):
+                peaks[name] = entry["memory"]["per_stage_gib"][name]
+            for key in {"proposer": ("proposer_rollout", "reward_answers_per_rollout"),
+                        "solver": ("solver_rollout",), "generate": ("question",),
+                        "score": ("answer",)}.get(name, ()):
+                if key in entry.get("lengths", {}):
+                    lengths[key] = entry["lengths"][key]
+    notes = list(corrections or [])
+    for name, tokens in (assumed_tokens or {}).items():
+        c = counters.setdefault(name, {})
+        c["tokens"] = float(tokens)
+        seconds = base.get("timing_s", {})[name]
+        work = seconds - float(c.get("engine_start_s", 0.0))
+        stages[name] = {"tokens_per_s": round(tokens / work, 1),
+                        "startup_s": round(float(c.get("engine_start_s", 0.0)), 2),
+                        "source": f"tokens assumed ({tokens:.0f}, not counted) / (stage seconds "
+                                  "- engine starts)"}
+        if name == "generate":
+            k = base.get("measured_at", {}).get("num_questions") or 1
+            lengths["question"] = round(tokens / k, 1)
+        notes.append(f"{name}: {tokens:.0f} tokens assumed, not counted")
+    base["stages"] = stages
+    base["raw"]["counters"] = counters
+    base["raw"]["peak"] = peaks
+    clean = {k: v for k, v in peaks.items() if k not in set(drop_peaks or ())}
+    base["memory"]["per_stage_gib"] = clean
+    base["memory"]["peak_gib_per_gpu"] = max(
+        (v for p in clean.values() for v in p.values()), default=0.0)
+    if drop_peaks:
+        notes.append(f"memory: the peaks of {', '.join(drop_peaks)} are left out of "
+                     "memory.per_stage_gib (kept in raw.peak): they include other memory, above")
+    base["lengths"] = lengths
+    base["error"] = None
+    base.pop("partial", None)
+    base["corrections"] = notes
+    base["attempts"] = [{"stages": names, "id": e.get("id"), "error": e.get("error")}
+                        for names, e in takes]
+    return base
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("entries", nargs="+", help="cost-table entry JSON files of one card")
+    ap.add_argument("entries", nargs="*", help="cost-table entry JSON files of one card")
     ap.add_argument("--out", help="default benchmarks/results/paper_shape_<card>.json")
+    ap.add_argument("--merge", metavar="OUT", help="join attempts (--take) into one entry")
+    ap.add_argument("--take", action="append", default=[], metavar="STAGES=ENTRY",
+                    help="with --merge: these comma-separated stages from this entry")
+    ap.add_argument("--assume-tokens", action="append", default=[], metavar="STAGE=N")
+    ap.add_argument("--correction", action="append", default=[])
+    ap.add_argument("--drop-peaks", default="", help="with --merge: comma-separated stages")
     args = ap.parse_args(argv)
+    if args.merge:
+        takes = []
+        for item in args.take:
+            names, _, path = item.partition("=")
+            takes.append((names.split(","), json.loads(Path(path).read_text(encoding="utf-8"))))
+        if not takes:
+            ap.error("--merge needs at least one --take STAGES=ENTRY")
+        assumed = {k: float(v) for k, _, v in (a.partition("=") for a in args.assume_tokens)}
+        merged = merge_attempts(takes, assumed, args.correction,
+                                [x for x in args.drop_peaks.split(",") if x])
+        Path(args.merge).write_text(json.dumps(merged, indent=1) + "\n", encoding="utf-8")
+        sys.stdout.write(f"{args.merge}: stages {', '.join(merged['stages'])}\n")
+        return 0
+    if not args.entries:
+        ap.error("give the entries (or --merge)")
     entries = [json.loads(Path(p).read_text(encoding="utf-8")) for p in args.entries]
     data = paper_shape(entries)
     out = Path(args.out or Path(__file__).parent / "results" / f"paper_shape_{data['card']}.json")

@@ -207,7 +207,7 @@ def test_the_paper_shapes_say_which_two_gpu_measure_run_adds_them():
             make_plan(load_params(params), params=params, card="h200")
         text = str(e.value)
         assert f"no figures for shape {shape} on h200" in text
-        assert (f"CUDA_VISIBLE_DEVICES=0,1 vdlib plan {params} --measure --dummy-weights "
+        assert (f"CUDA_VISIBLE_DEVICES=0 vdlib plan {params} --measure --dummy-weights "
                 "--tokenizer TOKENIZER_DIR --bench-dir ../shared/benchmarks --gpus-per-run 2 "
                 f"--card h200 --out benchmarks/results/cost_entries/{shape}_h200_2gpu.json"
                 ) in text
@@ -304,9 +304,10 @@ def test_time_calls_counts_seconds_and_calls_also_when_the_call_raises():
 
 
 def test_measure_goes_on_from_its_own_partial_entry_only(tmp_path):
-    from vdlib.app.plan_measure import _Meter, _prior_entry
+    from vdlib.app.plan_measure import _prior_entry
+    from vdlib.app.plan_meter import Meter
 
-    meter = _Meter()
+    meter = Meter()
     meter.stage = "proposer"
     meter.add("tokens", 1000.0)
     meter.peak["proposer"][1] = 70.5
@@ -317,15 +318,23 @@ def test_measure_goes_on_from_its_own_partial_entry_only(tmp_path):
     out.write_text(json.dumps(entry))
     prior = _prior_entry(out, "p.yaml", work)
     assert prior is not None
-    again = _Meter()
+    again = Meter()
     again.load(prior["raw"])
     assert again.c["proposer"]["tokens"] == 1000.0 and again.peak["proposer"] == {1: 70.5}
-    # another params file, another work folder, a finished or failed entry: a new measurement
+    # another params file, another work folder, a finished entry: a new measurement
     assert _prior_entry(out, "q.yaml", work) is None
     assert _prior_entry(out, "p.yaml", tmp_path / "other") is None
-    for change in ({"partial": None}, {"error": "proposer: OutOfMemoryError"}):
-        out.write_text(json.dumps({**entry, **change}))
-        assert _prior_entry(out, "p.yaml", work) is None
+    out.write_text(json.dumps({**entry, "partial": None}))
+    assert _prior_entry(out, "p.yaml", work) is None
+    # a failed one goes on too (the stages before the failure finished; the loop resumes
+    # them), and the stage that failed starts from clean counters
+    out.write_text(json.dumps({**entry, "partial": None, "error": "proposer: OutOfMemoryError"}))
+    prior = _prior_entry(out, "p.yaml", work)
+    assert prior is not None
+    again = Meter()
+    again.load(prior["raw"])
+    again.forget(prior["error"].split(":", 1)[0])
+    assert "proposer" not in again.c and "proposer" not in again.peak
     out.write_text("{not json")
     assert _prior_entry(out, "p.yaml", work) is None
     assert _prior_entry(tmp_path / "missing.json", "p.yaml", work) is None
@@ -389,6 +398,61 @@ def test_paper_shape_file_lists_every_stage_of_each_shape_and_what_did_not_run()
     assert "proposer" in eight["not_run"]
     with pytest.raises(ValueError, match="one card"):
         ps.paper_shape([entry("qwen3-4b", {}), {**entry("qwen3-8b", {}), "card": "h100"}])
+
+
+def test_attempts_join_into_one_entry_with_each_stage_from_the_attempt_that_ran_it():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("paper_shape",
+                                                  ROOT / "benchmarks" / "paper_shape.py")
+    ps = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ps)
+    timing = {"proposer": 300.0, "generate": 130.0, "score": 140.0, "solver": 90.0}
+    first = {"id": "x@h200/server-stage/2gpu", "error": "solver: OutOfMemoryError",
+             "measured_at": {"num_questions": 64}, "timing_s": timing,
+             "stages": {"proposer": {"step_s": 40.0}, "score": {"tokens_per_s": 2e4},
+                        "solver": {"step_s": 99.0}},
+             "lengths": {"proposer_rollout": 2037.0, "answer": 2035.0},
+             "memory": {"per_stage_gib": {"proposer": {"0": 128.8}, "score": {"0": 113.7},
+                                          "solver": {"0": 139.0}}},
+             "raw": {"counters": {"proposer": {"tokens": 1.0}, "solver": {"tokens": 5.0},
+                                  "generate": {"tokens": 0.0, "engine_start_s": 100.0}},
+                     "peak": {}}}
+    second = {**first, "error": None,
+              "stages": {"proposer": {"step_s": 0.0}, "solver": {"step_s": 26.0}},
+              "lengths": {"solver_rollout": 2048.0},
+              "memory": {"per_stage_gib": {"solver": {"0": 128.7}}},
+              "raw": {"counters": {"solver": {"tokens": 7.0}}, "peak": {}}}
+    merged = ps.merge_attempts([(["proposer", "generate", "score"], first),
+                                (["solver"], second)],
+                               assumed_tokens={"generate": 64 * 2048.0},
+                               corrections=["the orphan"], drop_peaks=["score"])
+    assert merged["stages"]["proposer"] == {"step_s": 40.0}  # not the resumed attempt's 0
+    assert merged["stages"]["solver"] == {"step_s": 26.0}  # not the failed attempt's
+    assert merged["stages"]["generate"]["tokens_per_s"] == round(131072 / 30.0, 1)
+    assert merged["lengths"] == {"proposer_rollout": 2037.0, "answer": 2035.0,
+                                 "solver_rollout": 2048.0, "question": 2048.0}
+    assert merged["memory"]["per_stage_gib"] == {"proposer": {"0": 128.8},
+                                                 "solver": {"0": 128.7}}
+    assert merged["raw"]["peak"]["score"] == {"0": 113.7}  # kept, out of the figures
+    assert merged["memory"]["peak_gib_per_gpu"] == 128.8 and merged["error"] is None
+    assert merged["corrections"][0] == "the orphan" and len(merged["corrections"]) == 3
+    record = ps.shape_record({**merged, "shape": "x"})
+    assert record["stages"]["score"]["peak_memory_gb_with_other_memory"] == {"0": 113.7}
+    assert record["corrections"] == merged["corrections"]
+
+
+def test_the_plan_shows_measured_peaks_and_warns_on_them():
+    from vdlib.app.plan import MemoryRow, with_measured
+
+    rows = with_measured([MemoryRow("solver (GPU 0)", (("policy", 114.2),), 140.0),
+                          MemoryRow("score", (("server", 56.2),), 140.0)],
+                         {"solver": {"0": 141.5}, "score": {"0": 56.9, "1": 57.1}})
+    assert [m.measured_gib for m in rows] == [141.5, 57.1]
+    assert [m.fits for m in rows] == [False, True]  # the estimate fits; the measurement not
+    from vdlib.app.plan_report import format_memory
+
+    assert "measured | fits?" in format_memory(rows)
 
 
 def test_measure_cuts_the_iteration_to_a_few_steps_at_the_params_shapes(tmp_path):
@@ -464,3 +528,61 @@ def test_the_h200_check_is_not_fitted_on_the_runs_it_is_checked_against():
     assert plan.entry == "smollm2-135m@h200/vllm-run/x1"
     assert "iteration_profile_h200.json" in json.dumps(
         next(e for e in load_table()["entries"] if e["id"] == plan.entry)["stages"]["proposer"])
+
+
+def test_measure_refuses_gpus_that_other_processes_fill(monkeypatch):
+    import subprocess
+
+    from vdlib.app import plan_meter
+    from vdlib.app.plan_meter import check_idle_gpus
+
+    used = {"0": 58180, "1": 300}
+
+    def fake_run(cmd, **kw):
+        if "--query-gpu=index,memory.used" in cmd:
+            out = "".join(f"{g}, {m}\n" for g, m in used.items())
+        else:
+            out = "3902, 58180 MiB\n"
+        return subprocess.CompletedProcess(cmd, 0, stdout=out, stderr="")
+
+    monkeypatch.setattr(plan_meter.subprocess, "run", fake_run)
+    with pytest.raises(PlanError) as e:
+        check_idle_gpus(2)
+    assert "GPU 0: 56.8 GiB in use" in str(e.value) and "3902" in str(e.value)
+    assert "GPU 1" not in str(e.value) and "pkill -f vllm.entrypoints" in str(e.value)
+    check_idle_gpus(0)  # a GPU the measurement does not use may be busy
+    used["0"] = 900
+    check_idle_gpus(2)  # under 2 GiB: idle
+
+
+def test_measure_counts_the_tokens_of_batched_server_generation(monkeypatch):
+    """Curriculum generation calls ServerEngine.generate_batches directly (one call, every
+    batch); scoring calls generate, which calls it too: each token counted once."""
+    from types import SimpleNamespace
+
+    import transformers
+
+    import vdlib.engines.serving as serving
+    import vdlib.engines.vllm_backend as vb
+    from vdlib.app.plan_meter import Meter, instrument
+
+    for owner, name in ((transformers.Trainer, "train"), (vb, "build_llm"),
+                        (serving.VLLMServer, "wait_ready"),
+                        (serving.ServerEngine, "generate_batches")):
+        monkeypatch.setattr(owner, name, getattr(owner, name))  # restored after the test
+
+    def fake_batches(self, batches, **kw):
+        return [[SimpleNamespace(token_ids=[1] * 7) for _ in range(b.n)] for b in batches]
+
+    monkeypatch.setattr(serving.ServerEngine, "generate_batches", fake_batches)
+    meter = Meter()
+    instrument(meter)
+    engine = object.__new__(serving.ServerEngine)
+    from vdlib.engines.generation import GenerationBatch
+
+    meter.stage = "generate"
+    serving.ServerEngine.generate_batches(engine, [GenerationBatch(["p"], n=3, seed=0),
+                                                   GenerationBatch(["p"], n=2, seed=1)])
+    meter.stage = "score"
+    serving.ServerEngine.generate(engine, ["q"], n=4)
+    assert meter.c["generate"]["tokens"] == 35 and meter.c["score"]["tokens"] == 28

@@ -95,9 +95,11 @@ def test_check_deadline(monkeypatch):
 
 def test_a_run_pauses_before_a_stage_that_would_not_fit_and_resumes(tmp_path, monkeypatch,
                                                                       caplog):
+    import gc
     import os
     import time
 
+    import transformers
     from test_coevolution import tiny_params
 
     from vdlib.loop.coevolution import run
@@ -106,12 +108,25 @@ def test_a_run_pauses_before_a_stage_that_would_not_fit_and_resumes(tmp_path, mo
     monkeypatch.setenv(STOP_AT_ENV, "")  # no deadline; unset again after the test
     params = tiny_params(tmp_path, iterations=2)
 
+    import vdlib.loop.coevolution as coevolution
+
+    releases = []
+    monkeypatch.setattr(coevolution, "release_cuda_memory", lambda: releases.append(1))
+    live_trainers = {}
+
     def near_deadline(t, stage):  # from iteration 1's metrics stage on, 0.5 s are left
+        # a finished GRPO stage leaves no trainer alive: its model, gradients and optimizer
+        # state would hold the GPU memory the next stage needs (the runner collects them)
+        live_trainers[stage] = sum(isinstance(o, transformers.Trainer) for o in gc.get_objects())
         if (t, stage) == (1, "metrics"):
             os.environ[STOP_AT_ENV] = str(time.time() + 0.5)
 
     with pytest.raises(RunPaused, match="iteration 2/2 .* proposer: paused"):
         run(params, on_stage=near_deadline)
+    assert live_trainers["generate"] == live_trainers["metrics"] == 0, live_trainers
+    # and the CUDA cache goes back after every stage that ran (the 6 of iteration 1): a 4B
+    # trainer's 64 GiB stayed reserved into the next stages on an H200 before it did
+    assert len(releases) == 6
     run_dir = tmp_path / "t" / "seed0"
     assert (run_dir / "iter_1" / "metrics.json").exists()
     assert not (run_dir / "iter_2" / "proposer_rollouts.jsonl").exists()

@@ -149,6 +149,47 @@ def test_timeout_error_and_process_stopped(fake):
     assert not _alive(srv.process.pid)
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_server_does_not_outlive_a_killed_parent(tmp_path):
+    """A command's time limit SIGKILLs the process that started a server; the server (in a
+    session of its own, so that stop() can end its group) must not live on holding its GPU."""
+    import signal
+    import subprocess
+
+    script = tmp_path / "fake_vllm.py"
+    script.write_text(FAKE_SERVER)
+    pid_file = tmp_path / "server.pid"
+    parent = textwrap.dedent(f"""
+        import pathlib, sys, time
+        from vdlib.engines.serving import VLLMServer
+        srv = VLLMServer("fake-model", command=[sys.executable, {str(script)!r}, "{{port}}",
+                                                "0.1", "ok"], poll_interval=0.05)
+        srv.start()
+        pathlib.Path({str(pid_file)!r}).write_text(str(srv.process.pid))
+        time.sleep(120)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", parent])
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert pid_file.exists(), "the parent never started its server"
+    server = int(pid_file.read_text())
+    assert _alive(server)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 20
+    while _alive(server) and time.monotonic() < deadline:
+        time.sleep(0.05)
+        try:  # reap it if it became our zombie (it is the init process's child, normally)
+            os.waitpid(server, os.WNOHANG)
+        except ChildProcessError:
+            pass
+    alive = _alive(server)
+    if alive:
+        os.kill(server, signal.SIGKILL)
+    assert not alive, "the server outlived its killed parent"
+
+
 def test_log_tail(tmp_path):
     p = tmp_path / "l.log"
     p.write_text("\n".join(f"line {i}" for i in range(100)))

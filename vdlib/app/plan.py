@@ -35,7 +35,7 @@ The arithmetic, all pure (docs/SCALING.md, "Planning a run: vdlib plan"):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,7 @@ from vdlib.app.plan_table import (
 
 __all__ = ["BENCHMARK_ITEMS", "Work", "Lengths", "StageCost", "MemoryRow", "Plan",
            "work_from_config", "assumed_lengths", "stage_seconds", "iteration_costs",
-           "memory_plan", "make_plan", "PlanError", "MissingFigures"]
+           "memory_plan", "with_measured", "make_plan", "PlanError", "MissingFigures"]
 
 #: Items per benchmark (paper, tab:benchmarks; OlympiadBench's maths_en subset: 674, the
 #: shared benchmark folder's count; gsm_symbolic: vdlib's default draw of 100).
@@ -131,6 +131,7 @@ class MemoryRow:
     parts: tuple[tuple[str, float], ...]
     card_gib: float
     runs_per_gpu: int = 1
+    measured_gib: float | None = None  # the figures' own peak of this stage and GPU (nvidia-smi)
 
     @property
     def total_gib(self) -> float:
@@ -138,7 +139,30 @@ class MemoryRow:
 
     @property
     def fits(self) -> bool:
-        return self.total_gib <= self.card_gib
+        return max(self.total_gib, self.measured_gib or 0.0) <= self.card_gib
+
+
+def with_measured(rows: list[MemoryRow], per_stage: dict[str, dict[str, float]],
+                  runs_per_gpu: int = 1) -> list[MemoryRow]:
+    """The estimate's rows with the figures' measured peaks beside them (pure): a row
+    ``proposer (GPU 1)`` takes GPU 1's peak of the proposer stage, a row of every GPU (``generate``)
+    the largest; a stage the entry has no clean peak for stays an estimate only. The peaks were
+    measured with one run a GPU, so they count once per run sharing it.
+
+    >>> rows = [MemoryRow("proposer (GPU 0)", (("policy", 60.0),), 140.0),
+    ...         MemoryRow("generate", (("server", 56.0),), 140.0)]
+    >>> [m.measured_gib for m in with_measured(rows, {"proposer": {"0": 128.8, "1": 56.8}})]
+    [128.8, None]
+    """
+    out = []
+    for m in rows:
+        stage, _, gpu = m.stage.partition(" (GPU ")
+        peaks = per_stage.get(stage, {})
+        gpu = gpu.rstrip(")")
+        value = peaks.get(gpu) if gpu else max(peaks.values(), default=None)
+        out.append(replace(m, measured_gib=None if value is None
+                           else round(float(value) * runs_per_gpu, 1)))
+    return out
 
 
 def _items(ev: Any) -> tuple[int, tuple[str, ...]]:
@@ -364,7 +388,8 @@ class Plan:
 
     @property
     def warnings(self) -> list[str]:
-        out = [f"{m.stage}: ~{m.total_gib:.0f} GiB per GPU (estimate"
+        out = [f"{m.stage}: ~{max(m.total_gib, m.measured_gib or 0.0):.0f} GiB per GPU ("
+               f"{'measured' if (m.measured_gib or 0.0) > m.total_gib else 'estimate'}"
                f"{f', {m.runs_per_gpu} runs' if m.runs_per_gpu > 1 else ''}) does not fit the "
                f"{self.card.upper()}'s {m.card_gib:.0f} GiB" for m in self.memory if not m.fits]
         if self.work.unplanned:
@@ -431,6 +456,8 @@ def make_plan(cfg: Any, *, params: str = "PARAMS", card: str = "h200", gpus: int
         table, shape, card, backend=backend, lifetime=lifetime, gpus_per_run=gpus_per_run,
         runs_per_gpu=runs_per_gpu, params=params, memory=memory, hint=hint)
     notes += more
+    memory = with_measured(memory, entry.get("memory", {}).get("per_stage_gib", {}),
+                           runs_per_gpu)
     if not cfg.engine.enforce_eager and entry.get("enforce_eager"):
         notes.append("the figures ran eager (no CUDA graphs); these params capture graphs, "
                      "which decodes faster and starts slower")

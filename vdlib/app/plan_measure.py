@@ -32,116 +32,16 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-import subprocess
-import threading
 import time
-from collections import defaultdict
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from vdlib.app.plan_meter import Meter, check_idle_gpus, instrument, machine_gpus, time_calls
 from vdlib.app.plan_table import PlanError, load_table, resolve_shape
 
 __all__ = ["measure", "time_calls"]
 
 logger = logging.getLogger(__name__)
-
-
-class _Meter:
-    """Per-stage counters fed by the patches and the memory sampler."""
-
-    def __init__(self) -> None:
-        self.stage = "setup"
-        self.c: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-        self.peak: dict[str, dict[int, float]] = defaultdict(dict)
-        self._stop = threading.Event()
-
-    def add(self, key: str, value: float) -> None:
-        self.c[self.stage][key] += value
-
-    def sample(self) -> None:
-        while not self._stop.wait(1.0):
-            try:
-                out = subprocess.run(["nvidia-smi", "--query-gpu=index,memory.used",
-                                      "--format=csv,noheader,nounits"], capture_output=True,
-                                     text=True, timeout=10).stdout
-            except (OSError, subprocess.SubprocessError):
-                continue
-            for line in out.strip().splitlines():
-                gpu, used = (int(x) for x in line.split(","))
-                self.peak[self.stage][gpu] = max(self.peak[self.stage].get(gpu, 0.0),
-                                                 round(used / 1024, 1))
-
-    def dump(self) -> dict[str, Any]:
-        """The counters and peaks as JSON (a later command of the same measurement loads them)."""
-        return {"counters": {k: dict(v) for k, v in self.c.items()},
-                "peak": {k: {str(g): v for g, v in p.items()} for k, p in self.peak.items()}}
-
-    def load(self, raw: dict[str, Any]) -> None:
-        for stage, counts in raw.get("counters", {}).items():
-            for key, value in counts.items():
-                self.c[stage][key] += float(value)
-        for stage, peaks in raw.get("peak", {}).items():
-            self.peak[stage].update({int(g): float(v) for g, v in peaks.items()})
-
-    def start(self) -> None:
-        if shutil.which("nvidia-smi"):
-            threading.Thread(target=self.sample, daemon=True).start()
-
-    def stop(self) -> None:
-        self._stop.set()
-
-
-def time_calls(owner: Any, name: str, add: Callable[[str, float], None], key: str,
-               count: str | None = None) -> None:
-    """Patch ``owner.name`` so that every call adds its seconds to ``key`` through ``add`` (and,
-    with ``count``, 1 to ``count``), also when it raises. Used here and by
-    benchmarks/iteration_profile.py."""
-    original = getattr(owner, name)
-
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        start = time.perf_counter()
-        try:
-            return original(*args, **kwargs)
-        finally:
-            add(key, time.perf_counter() - start)
-            if count:
-                add(count, 1)
-
-    setattr(owner, name, wrapper)
-
-
-def _instrument(meter: _Meter) -> None:
-    import transformers
-
-    import vdlib.engines.serving as serving
-    import vdlib.engines.vllm_backend as vb
-
-    time_calls(transformers.Trainer, "train", meter.add, "train_s")
-    time_calls(vb, "build_llm", meter.add, "engine_start_s")
-    # the servers start together
-    time_calls(serving.VLLMServer, "wait_ready", meter.add, "engine_start_s")
-    try:
-        import vllm
-    except ImportError:
-        vllm = None
-    if vllm is not None:
-        original = vllm.LLM.generate
-
-        def generate(self: Any, *args: Any, **kwargs: Any) -> Any:
-            outs = original(self, *args, **kwargs)
-            meter.add("tokens", sum(len(c.token_ids) for o in outs for c in o.outputs))
-            return outs
-
-        vllm.LLM.generate = generate
-    server_generate = serving.ServerEngine.generate
-
-    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
-        samples = server_generate(self, *args, **kwargs)
-        meter.add("tokens", sum(len(s.token_ids) for s in samples))
-        return samples
-
-    serving.ServerEngine.generate = counted
 
 
 def _dummy_checkpoint(model: str, tokenizer: str | None, work: Path) -> tuple[Path, str]:
@@ -231,6 +131,7 @@ def _measured_config(params: str, work: Path, gpus_per_run: int, eval_limit: int
     return load_params(arm_params(base, arm) if arm else base)
 
 
+
 def measure(params: str, *, card: str, out: str, work: str = "/tmp/vdlib_plan_measure",
             dummy_weights: bool = False, tokenizer: str | None = None, gpus_per_run: int = 1,
             bench_dir: str = ".bench", eval_limit: int = 64, steps: int | None = None,
@@ -247,9 +148,9 @@ def measure(params: str, *, card: str, out: str, work: str = "/tmp/vdlib_plan_me
     found = next((c for c in ("h100", "h200") if c in name.lower()), name)
     if found != card:
         raise PlanError(f"--card {card}, but this machine's GPU 0 is {name!r}")
-    if torch.cuda.device_count() < gpus_per_run:
-        raise PlanError(f"--gpus-per-run {gpus_per_run}: {torch.cuda.device_count()} GPU(s) "
-                        "visible")
+    if machine_gpus(torch) < gpus_per_run:
+        raise PlanError(f"--gpus-per-run {gpus_per_run}: this machine has "
+                        f"{machine_gpus(torch)} GPU(s)")
     from dataclasses import replace
 
     import vllm
@@ -272,12 +173,16 @@ def measure(params: str, *, card: str, out: str, work: str = "/tmp/vdlib_plan_me
         table = _real_work_table(_real_problems(Path(bench_dir)),
                                  max(cfg.solver.max_steps * cfg.solver.global_batch_size, 64))
     shape = resolve_shape(cfg.model.proposer, load_table())
-    meter = _Meter()
+    meter = Meter()
     prior = _prior_entry(Path(out), params, work_dir)
     if prior is not None:  # the same measurement, stopped: its counters go on
         meter.load(prior["raw"])
-        logger.info("--measure: going on from %s (%s)", out, prior["partial"])
-    _instrument(meter)
+        if prior.get("error"):  # the stage that failed runs again, from clean counters
+            meter.forget(str(prior["error"]).split(":", 1)[0])
+        logger.info("--measure: going on from %s (%s)", out, prior.get("partial")
+                    or f"after {prior['error']}")
+    check_idle_gpus(gpus_per_run)
+    instrument(meter)
     run_dir = layout.run_path(cfg)
 
     def save(error: str | None, partial: str | None = None) -> dict[str, Any]:
@@ -329,8 +234,8 @@ def _prior_entry(out: Path, params: str, work: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     raw = entry.get("raw") if isinstance(entry, dict) else None
-    if (entry.get("partial") and isinstance(raw, dict) and entry.get("params") == params
-            and raw.get("work") == str(work.resolve()) and not entry.get("error")):
+    if ((entry.get("partial") or entry.get("error")) and isinstance(raw, dict)
+            and entry.get("params") == params and raw.get("work") == str(work.resolve())):
         return entry
     return None
 
@@ -369,7 +274,7 @@ def _train_tokens(path: Path, per_step: int) -> tuple[float, int]:
     return sum(h["completions/mean_length"] for h in hist) * per_step, len(hist)
 
 
-def _entry(cfg: Any, run_dir: Path, meter: _Meter, shape: str, card: str, gpus: int,
+def _entry(cfg: Any, run_dir: Path, meter: Meter, shape: str, card: str, gpus: int,
            error: str | None, dummy: bool) -> dict[str, Any]:
     """The cost-table entry of what was measured (stages that did not finish are left out)."""
     from vdlib.config import layout

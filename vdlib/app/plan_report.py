@@ -47,12 +47,19 @@ def format_memory(rows: list[MemoryRow]) -> str:
         return ""
     r0 = rows[0]
     share = f" x {r0.runs_per_gpu} runs" if r0.runs_per_gpu > 1 else ""
+    measured = any(m.measured_gib is not None for m in rows)
     lines = [f"Peak memory per GPU, **estimate** (GiB; card {r0.card_gib:.0f} GiB{share}; "
-             "docs/SCALING.md, memory plan):", "",
-             "| stage | what is resident | GiB per GPU | fits? |", "|---|---|---:|---|"]
+             "docs/SCALING.md, memory plan)"
+             + (", and the figures' measured peak (nvidia-smi, every process on the card)"
+                if measured else "") + ":", "",
+             "| stage | what is resident | GiB per GPU | "
+             + ("measured | " if measured else "") + "fits? |",
+             "|---|---|---:|" + ("---:|" if measured else "") + "---|"]
     for m in rows:
         parts = ", ".join(f"{k} {v:.1f}" for k, v in m.parts)
-        lines.append(f"| {m.stage} | {parts} | {m.total_gib:.1f} | "
+        seen = ("-" if m.measured_gib is None else f"{m.measured_gib:.1f}") + " | " \
+            if measured else ""
+        lines.append(f"| {m.stage} | {parts} | {m.total_gib:.1f} | {seen}"
                      f"{'yes' if m.fits else '**no**'} |")
     return "\n".join(lines) + "\n"
 

@@ -157,11 +157,10 @@ def measure_command(params: str = "PARAMS", *, card: str = "CARD", gpus_per_run:
                     dummy: bool = False, shape: str = "SHAPE") -> str:
     """The command that adds a shape's figures to the table, run on a machine with ``card``
     (``vdlib.app.plan_measure``), and how its entry joins the table."""
-    devices = ",".join(str(i) for i in range(max(gpus_per_run, 1)))
     extra = (" --dummy-weights --tokenizer TOKENIZER_DIR --bench-dir ../shared/benchmarks"
              if dummy else "")
     gpus = f" --gpus-per-run {gpus_per_run}" if gpus_per_run > 1 else ""
-    return (f"`CUDA_VISIBLE_DEVICES={devices} vdlib plan {params} --measure{extra}{gpus} "
+    return (f"`CUDA_VISIBLE_DEVICES=0 vdlib plan {params} --measure{extra}{gpus} "
             f"--card {card} --out benchmarks/results/cost_entries/{shape}_{card}"
             f"_{max(gpus_per_run, 1)}gpu.json`, then commit that file and run "
             "`python benchmarks/cost_table.py --write`")

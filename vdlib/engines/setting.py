@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # the engine section, read by attribute: engines sit below co
 
 __all__ = ["open_engine", "engine_kind", "rollout_mode", "trl_vllm_args", "rollout_llm_kwargs",
            "kv_cache_bytes", "vllm_max_len",
-           "served_model_name", "server_gpus"]
+           "served_model_name", "server_gpus", "release_cuda_memory"]
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +104,10 @@ def served_model_name(base_url: str, timeout: float = 30.0) -> str:
     return str(models[0])
 
 
-def _release_cuda() -> None:
+def release_cuda_memory() -> None:
+    """Collect garbage (a trainer's reference cycles hold its model, gradients and optimizer
+    state) and return the CUDA caching allocator's free blocks, so that the GPU memory of a
+    finished stage is free for the next one (a vLLM server, the next trainer)."""
     gc.collect()
     try:
         import torch
@@ -146,7 +149,7 @@ def open_engine(ecfg: EngineConfig, model: str, *, device: str = "cpu",
                            show_progress=show_progress, round_tokens=round_tokens)
         finally:
             del hf_model
-            _release_cuda()
+            release_cuda_memory()
         return
 
     path = checkpoint_path(model, cache_dir)

@@ -59,6 +59,7 @@ import torch
 
 from vdlib.config import ConfigError, ExperimentConfig, load_params
 from vdlib.config.layout import iteration_dir, manifest_path, run_id, run_path
+from vdlib.engines.setting import release_cuda_memory
 from vdlib.loop.distributed import (
     barrier,
     broadcast_from_main,
@@ -214,6 +215,7 @@ class Loop:
                     finally:  # also on SIGTERM / Ctrl-C: no working folder is left behind
                         if main:
                             remove_temporary(out)
+                        release_cuda_memory()  # a trainer's memory is the next stage's
                 seconds = time.perf_counter() - start
                 if main:
                     records[stage_key(t, stage.name)] = file_record(out, stage.outputs)
