@@ -142,3 +142,34 @@ def test_rounds_drop_finished_rows(tiny_model_and_tokenizer, prompts, caplog):
     assert all(len(s.token_ids) <= 9 for s in sampled)
     with pytest.raises(ValueError, match="round_tokens"):
         HFEngine(model, tok, round_tokens=0)
+
+
+@pytest.mark.parametrize("n", [3, 4, 1])
+def test_prefix_sharing_draws_the_samples_of_a_plain_call(tiny_model_and_tokenizer, prompts,
+                                                         monkeypatch, n):
+    """Each distinct prompt prefilled once and its cache repeated (batch 4 splits a prompt's
+    samples across batches at n = 3): the same tokens as prefilling every row, under a mask
+    too, with the batch's rows left-padded to different prompt lengths."""
+    from vdlib.method.vocab_dropout import VocabDropout
+
+    model, tok = tiny_model_and_tokenizer
+    engine = HFEngine(model, tok, batch_size=4, show_progress=False)
+    vd = VocabDropout(tok, alpha=0.75, vocab_width=model.config.vocab_size)
+    calls = []
+    real = HFEngine._shared_prompt_cache
+
+    def spy(self, rows, device):
+        out = real(self, rows, device)
+        calls.append(out is not None)
+        return out
+
+    kw = dict(n=n, temperature=1.0, max_new_tokens=10, seed=3)
+    monkeypatch.setattr(HFEngine, "_shared_prompt_cache", spy)
+    shared = engine.generate(prompts, **kw)
+    masked = engine.generate(prompts, vocab_dropout=vd, mask_seed=5, **kw)
+    assert any(calls) == (n > 1)
+    monkeypatch.setattr(HFEngine, "_shared_prompt_cache", lambda self, rows, device: None)
+    assert [s.token_ids for s in engine.generate(prompts, **kw)] == \
+        [s.token_ids for s in shared]
+    assert [s.token_ids for s in engine.generate(prompts, vocab_dropout=vd, mask_seed=5, **kw)] \
+        == [s.token_ids for s in masked]

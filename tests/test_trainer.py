@@ -138,3 +138,36 @@ def test_trl_args_gpu_autocast_reference_model_and_processes(tmp_path, monkeypat
     assert kw["per_device_train_batch_size"] * kw["gradient_accumulation_steps"] * 2 == 64
     cpu = trl_args(GRPOConfig(), output_dir=str(tmp_path), seed=0, use_cpu=True)
     assert cpu["bf16"] is False and cpu["model_init_kwargs"]["dtype"] == "float32"
+
+
+@pytest.mark.parametrize("alpha", [None, 0.5])
+def test_rollouts_through_the_nucleus_filter_are_transformers_own(tmp_path, alpha):
+    """TRL's transformers rollouts (temperature 1.5, top-p 0.99) sample through vdlib's
+    processors (a top-p that sorts no full vocabulary): the same completions as TRL's own
+    warpers under the same seed, with and without the mask; the config comes back intact."""
+    import contextlib
+
+    trainer, _, _, _ = _trainer(tmp_path, alpha=alpha)
+    prompt = trainer.processing_class(proposer_prompt(trainer.processing_class),
+                                      add_special_tokens=False)["input_ids"]
+    saved = (trainer.generation_config.temperature, trainer.generation_config.top_p)
+    assert saved == (1.5, 0.99)
+
+    def rollouts():
+        torch.manual_seed(0)
+        return trainer._generate_single_turn([prompt] * 4, None, {}, 4)[0]
+
+    from vdlib.engines.sampling import NucleusFilter
+
+    seen = []
+    real = NucleusFilter.__call__
+    NucleusFilter.__call__ = lambda self, ids, scores: seen.append(1) or real(self, ids, scores)
+    try:
+        ours = rollouts()
+    finally:
+        NucleusFilter.__call__ = real
+    assert seen, "the rollouts did not go through the nucleus filter"
+    assert (trainer.generation_config.temperature, trainer.generation_config.top_p) == saved
+    assert "generate" not in vars(trainer.accelerator.unwrap_model(trainer.model))
+    trainer._nucleus_filter = contextlib.nullcontext
+    assert rollouts() == ours
