@@ -291,3 +291,32 @@ def test_warm_start_target_loss_equals_the_models_own_loss():
     theirs.backward()
     assert float(ours) == pytest.approx(float(theirs), rel=1e-5)
     assert torch.allclose(grad, model.get_output_embeddings().weight.grad, atol=1e-6)
+
+
+def test_warm_start_batches_share_the_proposer_prompt_with_the_same_loss_and_gradient():
+    """Rows that begin with the proposer prompt share one forward pass of it: the loss and
+    gradient of the right-padded batch (target_loss), whatever the mix of rows."""
+    from vdlib.engines.models import load_model
+    from vdlib.loop.warm_start import _padded, batch_loss, target_loss
+
+    model, _ = load_model("tiny-random", dtype="float32", device="cpu")
+    g = torch.Generator().manual_seed(1)
+    prefix = torch.randint(5, 1000, (9,), generator=g).tolist()
+
+    def row(n, shared):
+        head = prefix if shared else torch.randint(5, 1000, (7,), generator=g).tolist()
+        return head + torch.randint(5, 1000, (n,), generator=g).tolist(), len(head)
+
+    for rows in ([row(4, True), row(6, False), row(3, True), row(2, False)],
+                 [row(5, True), row(5, True)], [row(4, False)], [row(3, True)]):
+        ours = batch_loss(model, rows, prefix, 0, "cpu")
+        ours.backward()
+        grads = {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}
+        model.zero_grad()
+        theirs = target_loss(model, *_padded(rows, 0, "cpu"))
+        theirs.backward()
+        assert ours.item() == pytest.approx(theirs.item(), rel=1e-5)
+        for k, p in model.named_parameters():
+            if p.grad is not None:
+                assert torch.allclose(grads[k], p.grad, atol=1e-5, rtol=1e-4), k
+        model.zero_grad()

@@ -32,7 +32,7 @@ from vdlib.utils.terminal import bars_disabled
 
 __all__ = ["Sample", "GenerationEngine", "GenerationBatch", "BatchedGenerate", "HFEngine",
            "eos_token_ids",
-           "check_generate_args", "generate_batches"]
+           "check_generate_args", "generate_batches", "cache_kwarg"]
 
 logger = logging.getLogger(__name__)
 
@@ -163,6 +163,14 @@ def check_generate_args(prompts: Sequence[str], n: int, temperature: float, top_
         raise ValueError(f"max_new_tokens = {max_new_tokens}; allowed: max_new_tokens >= 1")
 
 
+def cache_kwarg(model: Any) -> str:
+    """The keyword of a transformers model's KV cache: transformers renamed
+    ``past_key_values`` to ``cache`` (5.2x deprecates the old name; the GPU machine's 5.17 knows
+    only the old one)."""
+    params = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
 class HFEngine:
     """Batched transformers ``generate`` with left padding (see the module docstring)."""
 
@@ -259,10 +267,7 @@ class HFEngine:
 
     @property
     def _cache_kwarg(self) -> str:
-        """transformers renamed ``past_key_values`` to ``cache`` (5.2x deprecates the old name;
-        the GPU machine's 5.17 knows only the old one)."""
-        params = inspect.signature(self.model.forward).parameters
-        return "cache" if "cache" in params else "past_key_values"
+        return cache_kwarg(self.model)
 
     def _shared_prompt_cache(self, rows: list[str], device: Any) -> tuple[Any, Any] | None:
         """Prefix sharing for a batch that repeats prompts (``n`` samples of each, as scoring's M
