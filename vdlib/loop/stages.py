@@ -124,6 +124,7 @@ def _train_proposer(store: ModelStore, t: int, out: Path, solver_engine: Any) ->
             "rollout_engine": rollout_mode(cfg.engine),
             "mask_log": trainer.mask_log, **split_timing(trainer.state.log_history)})
     store.save_model(trainer, tok, out / "proposer_model")
+    trainer_box.clear()  # the reward's reference to the trainer: no cycle keeps it alive
     if is_main_process():
         shutil.rmtree(out / ".trl_proposer", ignore_errors=True)
 
