@@ -16,7 +16,8 @@ from typing import Any
 
 from vdlib.app.plan_table import PlanError
 
-__all__ = ["Meter", "time_calls", "instrument", "check_idle_gpus", "machine_gpus"]
+__all__ = ["Meter", "time_calls", "instrument", "check_idle_gpus", "machine_gpus",
+           "gpu_memory_used"]
 
 
 class Meter:
@@ -33,16 +34,9 @@ class Meter:
 
     def sample(self) -> None:
         while not self._stop.wait(1.0):
-            try:
-                out = subprocess.run(["nvidia-smi", "--query-gpu=index,memory.used",
-                                      "--format=csv,noheader,nounits"], capture_output=True,
-                                     text=True, timeout=10).stdout
-            except (OSError, subprocess.SubprocessError):
-                continue
-            for line in out.strip().splitlines():
-                gpu, used = (int(x) for x in line.split(","))
+            for gpu, used in gpu_memory_used(timeout=10).items():
                 self.peak[self.stage][gpu] = max(self.peak[self.stage].get(gpu, 0.0),
-                                                 round(used / 1024, 1))
+                                                 round(used, 1))
 
     def dump(self) -> dict[str, Any]:
         """The counters and peaks as JSON (a later command of the same measurement loads them)."""
@@ -127,27 +121,37 @@ def check_idle_gpus(gpus: int, *, limit_gib: float = 2.0) -> None:
     """Refuse to measure on GPUs that other processes already fill: every peak would include
     their memory. Measured: a vLLM server orphaned by a killed command held 56.8 GiB of an H200,
     and the next solver stage ran out of memory beside it."""
+    busy = [f"GPU {gpu}: {used:.1f} GiB in use"
+            for gpu, used in gpu_memory_used().items() if gpu < gpus and used > limit_gib]
+    if not busy:
+        return
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=index,memory.used",
-                              "--format=csv,noheader,nounits"], capture_output=True, text=True,
-                             timeout=30).stdout
         apps = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
                                "--format=csv,noheader"], capture_output=True, text=True,
                               timeout=30).stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        return
-    busy = []
+        apps = ""
+    raise PlanError(f"--measure needs idle GPUs, but {'; '.join(busy)} before it starts "
+                    f"(processes: {apps or 'none listed'}); stop them (e.g. a vLLM server "
+                    "left by a killed command: pkill -f vllm.entrypoints) and run again")
+
+
+def gpu_memory_used(timeout: float = 30) -> dict[int, float]:
+    """GiB in use on each GPU, every process counted (nvidia-smi); empty without it."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=index,memory.used",
+                              "--format=csv,noheader,nounits"], capture_output=True, text=True,
+                             timeout=timeout).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    used = {}
     for line in out.strip().splitlines():
         try:
-            gpu, used = (int(x) for x in line.split(","))
+            gpu, mib = (int(x) for x in line.split(","))
         except ValueError:
             continue
-        if gpu < gpus and used / 1024 > limit_gib:
-            busy.append(f"GPU {gpu}: {used / 1024:.1f} GiB in use")
-    if busy:
-        raise PlanError(f"--measure needs idle GPUs, but {'; '.join(busy)} before it starts "
-                        f"(processes: {apps or 'none listed'}); stop them (e.g. a vLLM server "
-                        "left by a killed command: pkill -f vllm.entrypoints) and run again")
+        used[gpu] = mib / 1024
+    return used
 
 
 def machine_gpus(torch: Any) -> int:

@@ -32,7 +32,7 @@ from vdlib.utils.terminal import bars_disabled
 
 __all__ = ["Sample", "GenerationEngine", "GenerationBatch", "BatchedGenerate", "HFEngine",
            "eos_token_ids",
-           "check_generate_args", "generate_batches", "cache_kwarg"]
+           "check_generate_args", "generate_batches", "cache_kwarg", "empty_cache"]
 
 logger = logging.getLogger(__name__)
 
@@ -171,6 +171,17 @@ def cache_kwarg(model: Any) -> str:
     return "cache" if "cache" in params else "past_key_values"
 
 
+def empty_cache(model: Any) -> Any:
+    """An empty ``DynamicCache`` for ``model`` (older transformers take no config: the cache
+    then learns its layers as it fills)."""
+    from transformers import DynamicCache
+
+    try:
+        return DynamicCache(config=model.config)
+    except TypeError:
+        return DynamicCache()
+
+
 class HFEngine:
     """Batched transformers ``generate`` with left padding (see the module docstring)."""
 
@@ -287,8 +298,6 @@ class HFEngine:
             index.append(len(groups) - 1)
         if len(groups) == len(rows):
             return None
-        from transformers import DynamicCache
-
         enc = self.tokenizer(groups, return_tensors="pt", padding=True, padding_side="left",
                              add_special_tokens=False).to(device)
         ids, mask = enc["input_ids"], enc["attention_mask"]
@@ -296,10 +305,7 @@ class HFEngine:
             return None
         positions = mask.long().cumsum(-1) - 1
         positions.masked_fill_(mask == 0, 1)
-        try:
-            cache = DynamicCache(config=self.model.config)
-        except TypeError:  # older transformers: the cache learns its layers as it fills
-            cache = DynamicCache()
+        cache = empty_cache(self.model)
         self.model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1],
                    position_ids=positions[:, :-1], use_cache=True,
                    **{self._cache_kwarg: cache})

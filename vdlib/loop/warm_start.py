@@ -153,14 +153,13 @@ def batch_loss(model: Any, rows: list[tuple[list[int], int]], prefix: list[int],
     and their targets attend to it, so the loss and its gradient are the padded batch's (up to
     the order of float sums; tests/test_coevolution.py compares them), at about two thirds of
     the tokens of a half-proposer batch."""
-    from transformers import DynamicCache
+    from vdlib.engines.generation import cache_kwarg, empty_cache
 
-    from vdlib.engines.generation import cache_kwarg
+    def prompted(row: tuple[list[int], int]) -> bool:
+        return len(prefix) > 1 and row[1] == len(prefix) and row[0][: row[1]] == prefix
 
-    shared = [r for r in rows if len(prefix) > 1 and r[1] == len(prefix)
-              and r[0][: r[1]] == prefix]
-    rest = [r for r in rows if not (len(prefix) > 1 and r[1] == len(prefix)
-                                    and r[0][: r[1]] == prefix)]
+    shared = [r for r in rows if prompted(r)]
+    rest = [r for r in rows if not prompted(r)]
     total = torch.zeros((), device=device)
     count = 0
     if rest:
@@ -168,10 +167,7 @@ def batch_loss(model: Any, rows: list[tuple[list[int], int]], prefix: list[int],
         total, count = total + s, count + n
     if shared:
         key = cache_kwarg(model.base_model)
-        try:
-            cache = DynamicCache(config=model.config)
-        except TypeError:  # older transformers
-            cache = DynamicCache()
+        cache = empty_cache(model)
         head = model.base_model(input_ids=torch.tensor([prefix], device=device),
                                 use_cache=True, **{key: cache}).last_hidden_state
         cache.batch_repeat_interleave(len(shared))
