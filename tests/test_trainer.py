@@ -29,7 +29,8 @@ class RecordingReward:
         return [float(len(c)) for c in completion_ids]  # varied rewards: non-zero advantages
 
 
-def _trainer(tmp_path, g=TINY, alpha=0.5, loss_variant="grpo", **kw):
+def _trainer(tmp_path, g=TINY, alpha=0.5, loss_variant="grpo", offload_max_grad_norm=None,
+             **kw):
     model, tok = load_model("tiny-random", device="cpu")
     path = tmp_path / "model"  # TRL builds the reference model (beta > 0) from a path
     model.save_pretrained(path)
@@ -43,7 +44,7 @@ def _trainer(tmp_path, g=TINY, alpha=0.5, loss_variant="grpo", **kw):
         model=str(path), reward_funcs=[reward], args=args, train_dataset=data,
         processing_class=tok, vocab_dropout=vd,
         mask_seed_fn=(lambda step: mask_seed(0, 1, "train", step)) if vd else None,
-        loss_variant=loss_variant)
+        loss_variant=loss_variant, offload_max_grad_norm=offload_max_grad_norm)
     return trainer, reward, vd, trainer.model
 
 
@@ -123,6 +124,38 @@ def test_training_dtypes_keep_fp32_masters_on_gpu():
     assert training_dtypes("float16", use_cpu=False) == ("float32", "float16")
     assert training_dtypes("float32", use_cpu=False) == ("float32", "float32")
     assert training_dtypes("bfloat16", use_cpu=True) == ("float32", "float32")
+    # optimizer_offload: the GPU weights in the low precision, the fp32 masters on the CPU
+    assert training_dtypes("bfloat16", False, optimizer_offload=True) == ("bfloat16", "bfloat16")
+    assert training_dtypes("bfloat16", True, optimizer_offload=True) == ("float32", "float32")
+
+
+def test_offloaded_adamw_trains_as_transformers_adamw(tmp_path):
+    """optimizer_offload through TRL: the trainer's clipping is off, the offloaded AdamW clips
+    at the role's norm, and two GRPO steps end at transformers' AdamW's weights, drawing the
+    same rollouts."""
+    import dataclasses
+
+    g = dataclasses.replace(TINY, optimizer_offload=True)
+    args = trl_args(g, output_dir=str(tmp_path / "a"), seed=0, use_cpu=True)
+    assert args.max_grad_norm == 0 and trl_args(TINY, output_dir=str(tmp_path / "b"), seed=0,
+                                                use_cpu=True).max_grad_norm == 1.0
+    runs = {}
+    for name, norm in (("plain", None), ("offload", g.max_grad_norm)):
+        gg = g if norm is not None else TINY
+        trainer, reward, _, model = _trainer(tmp_path / name, g=gg, offload_max_grad_norm=norm)
+        trainer.train()
+        runs[name] = ({k: v.detach().clone() for k, v in model.named_parameters()},
+                      reward.completion_ids, trainer)
+    assert runs["plain"][1] == runs["offload"][1]
+    from vdlib.loop.offload import OffloadedAdamW
+
+    opt = runs["offload"][2].optimizer
+    assert isinstance(getattr(opt, "optimizer", opt), OffloadedAdamW)
+    for k, v in runs["plain"][0].items():
+        torch.testing.assert_close(runs["offload"][0][k], v, rtol=1e-5, atol=1e-6, msg=k)
+    norms = [h["grad_norm"] for h in runs["offload"][2].state.log_history if "grad_norm" in h]
+    plain = [h["grad_norm"] for h in runs["plain"][2].state.log_history if "grad_norm" in h]
+    assert norms == pytest.approx(plain, rel=1e-4) and len(norms) == 2
 
 
 def test_trl_args_gpu_autocast_reference_model_and_processes(tmp_path, monkeypatch):

@@ -17,9 +17,11 @@ The arithmetic, all pure (docs/SCALING.md, "Planning a run: vdlib plan"):
   measured step's (rollouts, and for the proposer the reward's M answers per valid rollout), or
   questions x seconds per question (metrics);
 - **memory** (:func:`memory_plan`): an estimate per stage and GPU: the policy in mixed
-  precision (fp32 weights, gradients and AdamW's two moments: 16 bytes a parameter), the bf16
-  reference model, checkpointed activations and the logits of one micro-batch, and the vLLM
-  engines resident in that stage under the params' lifetime and memory settings.
+  precision (fp32 weights, gradients and AdamW's two moments: 16 bytes a parameter; with
+  ``optimizer_offload`` bf16 weights and fp32 gradient sums, 6 bytes, the rest in CPU
+  memory), the bf16 reference model, checkpointed activations and the logits of one
+  micro-batch, and the vLLM engines resident in that stage under the params' lifetime and
+  memory settings.
 
 >>> w = Work(iterations=1, runs=1, proposer_steps=3, proposer_rollouts=64, proposer_max=512,
 ...          solver_steps=10, solver_rollouts=32, solver_max=512, questions=1024,
@@ -294,7 +296,8 @@ def _engine_gib(util: float, kv_gb: float | None, weights: float, card_gib: floa
 
 def memory_plan(shape: Shape, work: Work, engine: Any, card_gib: float, *,
                 backend: str, lifetime: str, gpus_per_run: int = 1, runs_per_gpu: int = 1,
-                dtype_bytes: int = 2, reference: bool = True) -> list[MemoryRow]:
+                dtype_bytes: int = 2, reference: bool = True,
+                offload: bool = False) -> list[MemoryRow]:
     """Estimated peak memory per GPU of each stage (GiB; docs/SCALING.md's memory plan).
     ``engine`` is the params' EngineConfig. Under ``stage`` the proposer phase holds the
     reward's engine and TRL's rollout engine; under ``run`` one engine serves both; with the
@@ -306,7 +309,8 @@ def memory_plan(shape: Shape, work: Work, engine: Any, card_gib: float, *,
     weights = n * dtype_bytes / GIB
     seq = PROMPT_TOKENS + max(work.proposer_max, work.solver_max)
     act = work.micro_batch * seq * (shape.layers * shape.hidden * 2 + shape.vocab * 6) / GIB
-    train = [("policy, grads, AdamW (fp32)", 16 * n / GIB)]
+    train = [("policy (bf16), fp32 gradient sums; AdamW offloaded", 6 * n / GIB)] if offload \
+        else [("policy, grads, AdamW (fp32)", 16 * n / GIB)]
     if reference:
         train.append(("reference (bf16)", weights))
     train.append(("activations + logits", act))
@@ -433,7 +437,8 @@ def make_plan(cfg: Any, *, params: str = "PARAMS", card: str = "h200", gpus: int
     memory = memory_plan(shape, work, cfg.engine, card_gib, backend=backend, lifetime=lifetime,
                          gpus_per_run=gpus_per_run, runs_per_gpu=runs_per_gpu,
                          dtype_bytes=4 if cfg.model.dtype == "float32" else 2,
-                         reference=cfg.proposer.kl_beta > 0 or cfg.solver.kl_beta > 0)
+                         reference=cfg.proposer.kl_beta > 0 or cfg.solver.kl_beta > 0,
+                         offload=cfg.proposer.optimizer_offload or cfg.solver.optimizer_offload)
     if len(shapes) > 1:
         both = ", ".join(sorted(s.name for s in shapes))
         raise MissingFigures(

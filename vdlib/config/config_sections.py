@@ -80,6 +80,13 @@ class GRPOConfig:
     gradient_checkpointing: bool = param(True, f"Gradient checkpointing. {PAPER}: enabled.")
     precision: str = param("bfloat16", f"Training precision. {PAPER}: bfloat16.",
                            choices=("float32", "bfloat16", "float16"))
+    optimizer_offload: bool = param(False, "Keep AdamW's fp32 master weights and moments in "
+                                    "CPU memory (ZeRO-Offload's layout in one process, as "
+                                    "verl's FSDP optimizer offload): the GPU holds the weights in "
+                                    "`precision` and fp32 gradient accumulators, 6 bytes a "
+                                    "parameter instead of 16; the CPU 16. What lets the 8B "
+                                    "shape train on one H200 (docs/SCALING.md). One process "
+                                    "a run only.")
     global_batch_size: int = param(16, f"Global batch size in prompts per optimizer step "
                                    "(verl's ppo_mini_batch_size; each prompt brings "
                                    f"num_generations completions; split into "

@@ -137,12 +137,23 @@ class ModelStore:
 
     def load_policy(self, path: str, g: Any) -> tuple[Any, Any]:
         """The policy a GRPO stage trains (role settings ``g``): float32 master weights, with
-        TRL's bf16/fp16 autocast when ``g.precision`` asks for it (:func:`training_dtypes`)."""
+        TRL's bf16/fp16 autocast when ``g.precision`` asks for it (:func:`training_dtypes`).
+        ``g.optimizer_offload``: the weights in the training precision on the device, their
+        float32 masters kept on the CPU for the optimizer (:mod:`vdlib.loop.offload`)."""
         from vdlib.loop.trainer import training_dtypes
 
-        policy_dtype, _ = training_dtypes(g.precision, self.use_cpu)
-        return load_model(path, dtype=policy_dtype, device=self.device,
-                          cache_dir=self.cfg.model.cache_dir)
+        policy_dtype, _ = training_dtypes(g.precision, self.use_cpu, g.optimizer_offload)
+        if not g.optimizer_offload:
+            return load_model(path, dtype=policy_dtype, device=self.device,
+                              cache_dir=self.cfg.model.cache_dir)
+        import torch
+
+        from vdlib.loop.offload import attach_masters
+
+        model, tok = load_model(path, dtype="float32", device="cpu",
+                                cache_dir=self.cfg.model.cache_dir)
+        attach_masters(model)
+        return model.to(device=self.device, dtype=getattr(torch, policy_dtype)), tok
 
     def save_model(self, trainer: Any, tok: Any, target: Path) -> None:
         """Save a trained policy once. Several processes: every rank calls TRL's ``save_model``
@@ -167,8 +178,15 @@ class ModelStore:
             barrier()
             return
 
+        from vdlib.loop.offload import save_state_dict
+
+        masters = save_state_dict(trainer.model, trainer.optimizer)  # optimizer_offload: fp32
+
         def build(tmp: Path) -> None:
-            trainer.save_model(str(tmp))
+            if masters is None:
+                trainer.save_model(str(tmp))
+            else:
+                trainer.model.save_pretrained(tmp, state_dict=masters)
             tok.save_pretrained(tmp)
             (tmp / "training_args.bin").unlink(missing_ok=True)  # holds paths: not an artifact
 

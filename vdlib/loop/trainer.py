@@ -156,15 +156,19 @@ def release_rollout_engine(trainer: Any) -> None:
         shutdown_llm(llm)
 
 
-def training_dtypes(precision: str, use_cpu: bool) -> tuple[str, str]:
+def training_dtypes(precision: str, use_cpu: bool,
+                    optimizer_offload: bool = False) -> tuple[str, str]:
     """``(policy, reference)`` dtypes of a GRPO run at ``precision``. The trained policy is
-    always held in float32 (master weights; TRL's ``bf16``/``fp16`` autocast computes in the low
+    held in float32 (master weights; TRL's ``bf16``/``fp16`` autocast computes in the low
     precision): AdamW updates of ~lr = 1e-6 are far below half a bf16 ulp of typical weights and
-    would round away in bf16 weights. The frozen reference model needs no master copy and is
-    loaded in ``precision`` on GPU. CPU: float32 for both."""
+    would round away in bf16 weights. With ``optimizer_offload`` on GPU the policy's weights are
+    in ``precision`` and their float32 masters live on the CPU (:mod:`vdlib.loop.offload`).
+    The frozen reference model needs no master copy and is loaded in ``precision`` on GPU.
+    CPU: float32 for both."""
     if use_cpu:
         return "float32", "float32"
-    return "float32", precision if precision in ("bfloat16", "float16") else "float32"
+    low = precision if precision in ("bfloat16", "float16") else "float32"
+    return (low if optimizer_offload else "float32"), low
 
 
 def trl_args(g: GRPOConfig, *, output_dir: str, seed: int, num_processes: int = 1,
@@ -194,7 +198,9 @@ def trl_args(g: GRPOConfig, *, output_dir: str, seed: int, num_processes: int = 
     kwargs = dict(
         output_dir=output_dir, seed=seed, use_cpu=use_cpu,
         learning_rate=g.learning_rate, weight_decay=g.weight_decay, warmup_steps=g.warmup_steps,
-        lr_scheduler_type="constant", max_grad_norm=g.max_grad_norm, optim="adamw_torch",
+        lr_scheduler_type="constant", optim="adamw_torch",
+        # optimizer_offload: the offloaded AdamW clips (the trainer sees no gradients)
+        max_grad_norm=0.0 if g.optimizer_offload else g.max_grad_norm,
         beta=g.kl_beta, epsilon=g.clip_eps_low, epsilon_high=g.clip_eps_high,
         loss_type="dapo", scale_rewards="group",
         num_generations=g.num_generations, per_device_train_batch_size=per_device,
@@ -229,6 +235,12 @@ def cov_settings(g: GRPOConfig) -> dict[str, Any]:
             "experience_micro_batch": g.micro_batch_size_experience}
 
 
+def offload_max_grad_norm(g: GRPOConfig) -> float | None:
+    """``MaskedGRPOTrainer``'s ``offload_max_grad_norm`` for a role: its clipping norm under
+    ``optimizer_offload`` (the offloaded AdamW clips), else None (transformers' AdamW)."""
+    return g.max_grad_norm if g.optimizer_offload else None
+
+
 def completion_text(completion: Any) -> str:
     """A TRL completion as text (plain string, or conversational ``[{"content": ...}]``)."""
     if isinstance(completion, str):
@@ -252,7 +264,8 @@ class MaskedGRPOTrainer(GRPOTrainer):
                  mask_seed_fn: Callable[[int], int] | None = None,
                  loss_variant: str = "grpo", cov: dict | None = None,
                  rollout_llm_kwargs: dict[str, Any] | None = None,
-                 rollout_llm_factory: Callable[..., Any] | None = None, **kwargs: Any) -> None:
+                 rollout_llm_factory: Callable[..., Any] | None = None,
+                 offload_max_grad_norm: float | None = None, **kwargs: Any) -> None:
         if (vocab_dropout is None) != (mask_seed_fn is None):
             raise ValueError("vocab_dropout and mask_seed_fn go together")
         if loss_variant not in ("grpo", "kl_cov", "clip_cov"):
@@ -272,6 +285,7 @@ class MaskedGRPOTrainer(GRPOTrainer):
         handle = getattr(getattr(self, "vllm_generation", None), "llm", None)
         if rollout_llm_factory is not None and hasattr(handle, "policy"):
             handle.policy = self.model  # the freshness diagnostic compares against it
+        self.offload_max_grad_norm = offload_max_grad_norm
         self.vocab_dropout = vocab_dropout
         self.mask_seed_fn = mask_seed_fn
         self.loss_variant = loss_variant
@@ -284,6 +298,30 @@ class MaskedGRPOTrainer(GRPOTrainer):
                     self.accelerator.device, next(self.model.parameters()).dtype,
                     next(ref.parameters()).dtype if ref is not None else None,
                     "bf16" if self.args.bf16 else "fp16" if self.args.fp16 else "off")
+
+    def create_optimizer(self, model: Any = None) -> Any:
+        """transformers' AdamW, or with ``offload_max_grad_norm`` (``optimizer_offload``) the
+        same update with its fp32 state on the CPU, clipping at that norm
+        (:class:`vdlib.loop.offload.OffloadedAdamW`; the trainer's own clipping is off)."""
+        if self.offload_max_grad_norm is None or self.optimizer is not None:
+            return super().create_optimizer(model)
+        from vdlib.loop import offload
+
+        opt_model = self.model if model is None else model
+        a = self.args
+        self.optimizer = offload.build(opt_model, self.get_decay_parameter_names(opt_model),
+                                       lr=a.learning_rate, weight_decay=a.weight_decay,
+                                       betas=(a.adam_beta1, a.adam_beta2), eps=a.adam_epsilon,
+                                       max_grad_norm=self.offload_max_grad_norm)
+        return self.optimizer
+
+    def log(self, logs: dict[str, float], *args: Any, **kwargs: Any) -> None:
+        norm = getattr(getattr(self, "optimizer", None), "last_grad_norm", None)
+        inner = getattr(getattr(self, "optimizer", None), "optimizer", None)
+        norm = norm if norm is not None else getattr(inner, "last_grad_norm", None)
+        if norm is not None and "loss" in logs:
+            logs = {**logs, "grad_norm": norm}  # the offloaded AdamW's norm, before clipping
+        super().log(logs, *args, **kwargs)
 
     def _generate_single_turn(self, prompt_ids: Any, *args: Any, **kwargs: Any) -> Any:
         if self.vocab_dropout is None:
