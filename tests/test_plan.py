@@ -158,6 +158,13 @@ def test_memory_estimate_of_the_paper_shapes_matches_the_scaling_notes():
         state = dict(rows[0].parts)["policy, grads, AdamW (fp32)"]
         assert state * 2**30 / 1e9 == pytest.approx(gb, abs=0.1)
     assert not rows[0].fits
+    # optimizer_offload (what the 8B params set): 6 bytes a parameter on the GPU, and it fits
+    assert cfg.proposer.optimizer_offload and cfg.solver.optimizer_offload
+    offloaded = memory_plan(shape, work_from_config(cfg), cfg.engine, 140.4, backend="vllm",
+                            lifetime="run", offload=True)
+    state = dict(offloaded[0].parts)["policy (bf16), fp32 gradient sums; AdamW offloaded"]
+    assert state * 2**30 / 1e9 == pytest.approx(131.1 * 6 / 16, abs=0.1)
+    assert offloaded[0].fits
 
 
 def test_shapes_count_their_parameters():
@@ -266,7 +273,8 @@ def test_cli_prints_the_plan_and_fails_with_status_2(capsys):
     out = capsys.readouterr().out
     assert "| **notebook** | 3 arms x 3 seeds = 9 runs, 3 at once (3 waves) on 1 GPU |" in out
     assert "smollm2-135m@h100/vllm-stage/x3" in out
-    assert cli_main(["plan", "params/paper/main_table@8b.yaml"]) == 2
+    # 8B, one H100 a run: no figures (status 2), and the estimate says it does not fit
+    assert cli_main(["plan", "params/paper/main_table@8b.yaml", "--card", "h100"]) == 2
     captured = capsys.readouterr()
     assert "| proposer |" in captured.out and "**no**" in captured.out  # the memory estimate
     assert "vdlib plan: params/paper/main_table@8b.yaml: no figures" in captured.err
