@@ -182,6 +182,28 @@ def build(model: torch.nn.Module, decay_names: Iterable[str], *, lr: float, weig
                           masters=getattr(model, MASTERS_ATTR, None))
 
 
+def for_trainer(trainer: Any, model: torch.nn.Module) -> OffloadedAdamW:
+    """:func:`build` with a transformers ``Trainer``'s settings (learning rate, weight decay and
+    its groups, betas, eps) and ``trainer.offload_max_grad_norm`` as the clipping norm."""
+    a = trainer.args
+    return build(model, trainer.get_decay_parameter_names(model), lr=a.learning_rate,
+                 weight_decay=a.weight_decay, betas=(a.adam_beta1, a.adam_beta2),
+                 eps=a.adam_epsilon, max_grad_norm=trainer.offload_max_grad_norm)
+
+
+def role_max_grad_norm(g: Any) -> float | None:
+    """``MaskedGRPOTrainer``'s ``offload_max_grad_norm`` for a role's GRPO settings: its clipping
+    norm under ``optimizer_offload`` (the offloaded AdamW clips), else None (transformers'
+    AdamW)."""
+    return g.max_grad_norm if g.optimizer_offload else None
+
+
+def last_grad_norm(optimizer: Any) -> float | None:
+    """The last step's gradient norm of an :class:`OffloadedAdamW` (also inside accelerate's
+    wrapper); None for any other optimizer."""
+    return getattr(getattr(optimizer, "optimizer", optimizer), "last_grad_norm", None)
+
+
 def save_state_dict(model: torch.nn.Module, optimizer: Any) -> dict[str, torch.Tensor] | None:
     """The state dict to save for ``model`` trained by ``optimizer``: its weights with the fp32
     masters in place of the rounded trainable weights (None when ``optimizer`` is no

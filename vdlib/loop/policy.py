@@ -63,11 +63,11 @@ def grpo_on_problems(model: Any, tok: Any, problems: Sequence[dict[str, Any]], g
     from datasets import Dataset
 
     from vdlib.loop.distributed import is_main_process, world_size
+    from vdlib.loop.offload import role_max_grad_norm
     from vdlib.loop.trainer import (
         MaskedGRPOTrainer,
         SolverReward,
         cov_settings,
-        offload_max_grad_norm,
         release_rollout_engine,
         trl_args,
     )
@@ -99,7 +99,7 @@ def grpo_on_problems(model: Any, tok: Any, problems: Sequence[dict[str, Any]], g
                                     train_dataset=data, processing_class=tok,
                                     vocab_dropout=vocab_dropout, mask_seed_fn=mask_seed_fn,
                                     loss_variant=g.loss_variant, cov=cov_settings(g),
-                                    offload_max_grad_norm=offload_max_grad_norm(g),
+                                    offload_max_grad_norm=role_max_grad_norm(g),
                                     rollout_llm_kwargs=llm_kwargs,
                                     rollout_llm_factory=trl_engine[0])
         trainer.train()

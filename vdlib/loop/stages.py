@@ -78,11 +78,11 @@ def _tracked(store: ModelStore, out: Path, role: str) -> Callable[[], Any]:
 def _train_proposer(store: ModelStore, t: int, out: Path, solver_engine: Any) -> None:
     from datasets import Dataset
 
+    from vdlib.loop.offload import role_max_grad_norm
     from vdlib.loop.trainer import (
         MaskedGRPOTrainer,
         ProposerReward,
         cov_settings,
-        offload_max_grad_norm,
         release_rollout_engine,
         split_timing,
         trl_args,
@@ -113,7 +113,7 @@ def _train_proposer(store: ModelStore, t: int, out: Path, solver_engine: Any) ->
             mask_seed_fn=(lambda step: mask_seed(cfg.seed, t, "train", step)) if vd else None,
             loss_variant=g.loss_variant, rollout_llm_kwargs=rollout_llm_kwargs(cfg.engine),
             rollout_llm_factory=factory,
-            cov=cov_settings(g), offload_max_grad_norm=offload_max_grad_norm(g))
+            cov=cov_settings(g), offload_max_grad_norm=role_max_grad_norm(g))
         trainer_box.append(trainer)
         trainer.train()
     release_rollout_engine(trainer)

@@ -235,12 +235,6 @@ def cov_settings(g: GRPOConfig) -> dict[str, Any]:
             "experience_micro_batch": g.micro_batch_size_experience}
 
 
-def offload_max_grad_norm(g: GRPOConfig) -> float | None:
-    """``MaskedGRPOTrainer``'s ``offload_max_grad_norm`` for a role: its clipping norm under
-    ``optimizer_offload`` (the offloaded AdamW clips), else None (transformers' AdamW)."""
-    return g.max_grad_norm if g.optimizer_offload else None
-
-
 def completion_text(completion: Any) -> str:
     """A TRL completion as text (plain string, or conversational ``[{"content": ...}]``)."""
     if isinstance(completion, str):
@@ -301,24 +295,18 @@ class MaskedGRPOTrainer(GRPOTrainer):
 
     def create_optimizer(self, model: Any = None) -> Any:
         """transformers' AdamW, or with ``offload_max_grad_norm`` (``optimizer_offload``) the
-        same update with its fp32 state on the CPU, clipping at that norm
-        (:class:`vdlib.loop.offload.OffloadedAdamW`; the trainer's own clipping is off)."""
+        same update with its fp32 state on the CPU (:func:`vdlib.loop.offload.for_trainer`)."""
         if self.offload_max_grad_norm is None or self.optimizer is not None:
             return super().create_optimizer(model)
-        from vdlib.loop import offload
+        from vdlib.loop.offload import for_trainer
 
-        opt_model = self.model if model is None else model
-        a = self.args
-        self.optimizer = offload.build(opt_model, self.get_decay_parameter_names(opt_model),
-                                       lr=a.learning_rate, weight_decay=a.weight_decay,
-                                       betas=(a.adam_beta1, a.adam_beta2), eps=a.adam_epsilon,
-                                       max_grad_norm=self.offload_max_grad_norm)
+        self.optimizer = for_trainer(self, self.model if model is None else model)
         return self.optimizer
 
     def log(self, logs: dict[str, float], *args: Any, **kwargs: Any) -> None:
-        norm = getattr(getattr(self, "optimizer", None), "last_grad_norm", None)
-        inner = getattr(getattr(self, "optimizer", None), "optimizer", None)
-        norm = norm if norm is not None else getattr(inner, "last_grad_norm", None)
+        from vdlib.loop.offload import last_grad_norm
+
+        norm = last_grad_norm(getattr(self, "optimizer", None))
         if norm is not None and "loss" in logs:
             logs = {**logs, "grad_norm": norm}  # the offloaded AdamW's norm, before clipping
         super().log(logs, *args, **kwargs)
