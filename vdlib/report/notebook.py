@@ -36,6 +36,7 @@ from vdlib.config.experiment import ExperimentConfig, load_params, notebook_para
 from vdlib.config.layout import arm_run_id, report_dir
 from vdlib.report import plots
 from vdlib.report.settings_tables import settings_table
+from vdlib.report.summary import SUMMARY_FILE, read_summary, summary_matches, summary_path
 from vdlib.report.table_format import Table, render_table
 from vdlib.utils.artifacts import atomic_write_json, atomic_write_text
 
@@ -45,8 +46,6 @@ __all__ = ["SUMMARY_FILE", "DEFAULT_SETTINGS", "OVERVIEW_METRICS", "Report", "op
 
 logger = logging.getLogger(__name__)
 
-#: the file that marks a report complete
-SUMMARY_FILE = "summary.json"
 #: the config keys a report shows when it opens
 DEFAULT_SETTINGS = ("experiment", "profile", "seeds", "iterations", "arms")
 #: the loop metrics :func:`runs_overview` shows by default
@@ -59,31 +58,6 @@ RunKey = tuple[str, int]  # (arm, seed)
 
 
 # ----------------------------------------------------------------------------- files
-
-
-def summary_path(output_dir: str | os.PathLike, experiment: str, notebook: str) -> Path:
-    """``<output_dir>/<experiment>/reports/<notebook>/summary.json``: where a complete report
-    of ``notebook`` leaves its summary."""
-    return report_dir(output_dir, experiment, notebook) / SUMMARY_FILE
-
-
-def read_summary(path: str | os.PathLike) -> dict[str, Any] | None:
-    """A report's ``summary.json`` (or the file in a report folder); None when it is missing or
-    not valid JSON."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / SUMMARY_FILE
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def summary_matches(path: str | os.PathLike, config: Mapping[str, Any]) -> bool:
-    """Whether the summary at ``path`` exists and was written for the resolved ``config``
-    (:func:`vdlib.config.experiment.to_dict`; compared as JSON, so tuples equal lists)."""
-    summary = read_summary(path)
-    return summary is not None and summary.get("config") == json.loads(json.dumps(config))
 
 
 def write_outputs(out_dir: str | os.PathLike, *, tables: Mapping[str, Any] | None = None,
