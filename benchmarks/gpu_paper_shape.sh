@@ -10,6 +10,8 @@
 # [".q3tok", ".bench"] on every command:
 #   bash benchmarks/gpu_paper_shape.sh 4b   # repeat the same command until it exits 0 or 1:
 #   bash benchmarks/gpu_paper_shape.sh 8b   # 75 = paused at the deadline, it goes on from there
+# SKIP=proposer,... measures the other stages again (their outputs written without their work,
+# vdlib plan --measure --skip), e.g. to rerun a stage whose peak memory was not clean.
 # Each command stops before a stage that would start after END (default: 500 s from its start)
 # and leaves its entry marked `partial`; the next command resumes the run folder and the
 # counters. The entries come back in $OUT (cost_entries/qwen3-<size>_<card>_2gpu.json, to commit
@@ -38,7 +40,7 @@ nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader
 VDLIB_STOP_AT=$END CUDA_VISIBLE_DEVICES=0 timeout -k 20 $(( END - $(date +%s) + 40 )) \
     python3 -m vdlib.app.cli plan $P --measure --dummy-weights --tokenizer .q3tok --bench-dir .bench \
     --gpus-per-run 2 --card "$card" --steps ${STEPS:-2} --questions ${QUESTIONS:-64} \
-    --eval-limit ${EVAL_LIMIT:-32} --work /tmp/paper_shape/work_$1 --out "$E" \
+    --eval-limit ${EVAL_LIMIT:-32} --work /tmp/paper_shape/work_$1 --out "$E" ${SKIP:+--skip "$SKIP"} \
     >> "$OUT/paper_shape_$1_$card.log" 2>&1
 rc=$?
 cp "$E" "$OUT/cost_entries/" 2>/dev/null

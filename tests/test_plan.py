@@ -373,6 +373,42 @@ def test_dummy_weight_stages_hand_real_problems_on_before_the_records(tmp_path, 
     assert [(r["question"], r["answer"]) for r in kept] == [*problems, problems[0]]
 
 
+def test_skipped_stages_write_their_outputs_without_their_work(tmp_path):
+    from vdlib.app.plan_measure import _real_work_table
+    from vdlib.loop import stages
+    from vdlib.utils.artifacts import read_jsonl
+
+    ckpt = tmp_path / "dummy"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text("{}")
+    problems = [("What is 1+1?", "2"), ("What is 2+3?", "5")]
+    table = _real_work_table(problems, solver_rows=3, skip=("proposer", "generate", "score",
+                                                            "solver", "metrics"),
+                             checkpoint=ckpt, num_questions=3)
+    by_name = {s.name: s for s in table}
+    assert by_name["curriculum"].run is not stages.curriculum  # still the real problems
+    out = tmp_path / "iter_1"
+    out.mkdir()
+    for name in ("proposer", "generate", "score", "curriculum", "solver", "metrics"):
+        by_name[name].run(None, 1, out)
+    for stage in stages.STAGE_TABLE:  # every output the loop records exists
+        assert all((out / f).exists() for f in stage.outputs), stage.name
+    assert json.loads((out / "proposer_train.json").read_text())["skipped"]
+    assert (out / "solver_model" / "config.json").read_text() == "{}"
+    rows = read_jsonl(out / "questions.jsonl")
+    assert [r["question"] for r in rows] == ["What is 1+1?", "What is 2+3?", "What is 1+1?"]
+    assert all(r["valid"] and r["acc"] == 0.5 for r in rows)
+
+
+def test_skip_names_the_allowed_stages_before_anything_loads(tmp_path, capsys):
+    args = ["plan", GPU_SMALL, "--measure", "--out", str(tmp_path / "e.json")]
+    assert cli_main([*args, "--dummy-weights", "--skip", "proposer,warmup"]) == 2
+    err = capsys.readouterr().err
+    assert "--skip warmup: not a stage; allowed: proposer, generate, score, solver" in err
+    assert cli_main([*args, "--skip", "proposer"]) == 2
+    assert "--skip needs --dummy-weights" in capsys.readouterr().err
+
+
 def test_paper_shape_file_lists_every_stage_of_each_shape_and_what_did_not_run():
     import importlib.util
 

@@ -135,8 +135,18 @@ def _measured_config(params: str, work: Path, gpus_per_run: int, eval_limit: int
 def measure(params: str, *, card: str, out: str, work: str = "/tmp/vdlib_plan_measure",
             dummy_weights: bool = False, tokenizer: str | None = None, gpus_per_run: int = 1,
             bench_dir: str = ".bench", eval_limit: int = 64, steps: int | None = None,
-            questions: int | None = None) -> dict[str, Any]:
-    """Measure one iteration of ``params`` here and write its cost-table entry to ``out``."""
+            questions: int | None = None, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Measure one iteration of ``params`` here and write its cost-table entry to ``out``.
+
+    ``skip`` (with ``dummy_weights``): stages replaced by stand-ins that write their outputs
+    without their work (:func:`_skip_stage`), to measure the others again without paying for
+    them; the entry lists them under ``skipped_stages`` and holds no figure for them."""
+    bad = [s for s in skip if s not in SKIPPABLE]
+    if bad:
+        raise PlanError(f"--skip {','.join(bad)}: not a stage; allowed: {', '.join(SKIPPABLE)}")
+    if skip and not dummy_weights:
+        raise PlanError("--skip needs --dummy-weights (a skipped training stage's model is the "
+                        "random-init checkpoint)")
     try:
         import torch
     except ImportError:
@@ -171,7 +181,9 @@ def measure(params: str, *, card: str, out: str, work: str = "/tmp/vdlib_plan_me
         folder, sha = _dummy_checkpoint(cfg.model.proposer, tokenizer, work_dir)
         cfg = replace(cfg, model=replace(cfg.model, proposer=str(folder), solver=None))
         table = _real_work_table(_real_problems(Path(bench_dir)),
-                                 max(cfg.solver.max_steps * cfg.solver.global_batch_size, 64))
+                                 max(cfg.solver.max_steps * cfg.solver.global_batch_size, 64),
+                                 skip=skip, checkpoint=folder,
+                                 num_questions=cfg.curriculum.num_questions)
     shape = resolve_shape(cfg.model.proposer, load_table())
     meter = Meter()
     prior = _prior_entry(Path(out), params, work_dir)
@@ -187,7 +199,7 @@ def measure(params: str, *, card: str, out: str, work: str = "/tmp/vdlib_plan_me
 
     def save(error: str | None, partial: str | None = None) -> dict[str, Any]:
         entry = _entry(cfg, run_dir, meter, shape.name, card, gpus_per_run, error,
-                       dummy_weights)
+                       dummy_weights, skip)
         entry.update(params=params, vllm_version=vllm.__version__, dummy_weights=dummy_weights,
                      tokenizer_sha256=sha, card_name=name)
         if partial:  # what finished so far; the same command goes on from there
@@ -207,12 +219,13 @@ def measure(params: str, *, card: str, out: str, work: str = "/tmp/vdlib_plan_me
     coevolution.STAGE_TABLE = table
     try:
         coevolution.run(cfg, on_stage=on_stage, force=prior is None)
-        save(None, partial="stopped in evaluate (the iteration finished)")
-        meter.stage = "evaluate"
-        start = time.perf_counter()
-        evaluate_checkpoint(layout.role_model_dir(run_dir, 1, "solver"), cfg,
-                            work_dir / "evaluation")
-        meter.add("seconds", time.perf_counter() - start)
+        if "evaluate" not in skip:
+            save(None, partial="stopped in evaluate (the iteration finished)")
+            meter.stage = "evaluate"
+            start = time.perf_counter()
+            evaluate_checkpoint(layout.role_model_dir(run_dir, 1, "solver"), cfg,
+                                work_dir / "evaluation")
+            meter.add("seconds", time.perf_counter() - start)
     except RunPaused as e:  # $VDLIB_STOP_AT: the same command goes on from here
         partial = f"paused: {e}"
     except Exception as e:  # noqa: BLE001 - a stage that does not fit is a result
@@ -240,11 +253,65 @@ def _prior_entry(out: Path, params: str, work: Path) -> dict[str, Any] | None:
     return None
 
 
-def _real_work_table(problems: list[tuple[str, str]], solver_rows: int) -> tuple[Any, ...]:
+#: Stages ``--skip`` may replace by a stand-in (the evaluation is skipped by ``evaluate``).
+SKIPPABLE = ("proposer", "generate", "score", "solver", "metrics", "evaluate")
+
+
+def _skip_stage(name: str, problems: list[tuple[str, str]], k: int,
+                checkpoint: Path) -> Any:
+    """A stand-in for a stage that ``--skip`` leaves out: it writes the stage's outputs without
+    its work (a training stage's model is ``checkpoint``, hard-linked; generation's questions
+    are K real problems; scoring gives each acc 0.5), marked ``skipped``, so the later stages
+    run on inputs of the same shape and the entry leaves the stage out."""
+    from vdlib.utils.artifacts import atomic_write_json, read_jsonl, write_jsonl
+
+    note = {"skipped": "vdlib plan --measure --skip: not measured in this run"}
+
+    def model(target: Path) -> None:
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(checkpoint, target, copy_function=_link_or_copy)
+
+    def run(store: Any, t: int, out: Path) -> None:
+        if name == "proposer":
+            write_jsonl(out / "proposer_rollouts.jsonl", [])
+            atomic_write_json(out / "proposer_train.json", note)
+            model(out / "proposer_model")
+        elif name == "generate":
+            write_jsonl(out / "generated.jsonl", [
+                {"index": i, "question": q, "answer": a, "valid": True, "text": q, **note}
+                for i, (q, a) in enumerate(problems[j % len(problems)] for j in range(k))])
+        elif name == "score":
+            rows = read_jsonl(out / "generated.jsonl")
+            for r in rows:
+                r.update(solver_answers=[], majority=r["answer"], acc=0.5, proposer_agrees=True)
+            write_jsonl(out / "questions.jsonl", rows)
+        elif name == "solver":
+            atomic_write_json(out / "solver_train.json", note)
+            model(out / "solver_model")
+        elif name == "metrics":
+            atomic_write_json(out / "metrics.json", note)
+
+    return run
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    import os
+
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def _real_work_table(problems: list[tuple[str, str]], solver_rows: int,
+                     skip: tuple[str, ...] = (), checkpoint: Path | None = None,
+                     num_questions: int = 0) -> tuple[Any, ...]:
     """The loop's stage table for dummy weights, whose text never parses: generation does its
     work and then hands scoring real questions (GSM8K's, each valid), and the filter hands the
     solver ``solver_rows`` real problems, so every stage works at the params' shapes. Changed
-    inside the stages, before the loop records their outputs, so a resume finds them intact."""
+    inside the stages, before the loop records their outputs, so a resume finds them intact.
+    The stages in ``skip`` are stand-ins (:func:`_skip_stage`) writing ``num_questions``
+    questions and ``checkpoint`` as a trained model."""
     from dataclasses import replace
 
     from vdlib.loop import stages
@@ -265,6 +332,9 @@ def _real_work_table(problems: list[tuple[str, str]], solver_rows: int) -> tuple
             for q, a in (problems[i % len(problems)] for i in range(solver_rows))])
 
     runs = {"generate": generate, "curriculum": curriculum}
+    for name in skip:
+        if name != "evaluate":
+            runs[name] = _skip_stage(name, problems, num_questions, checkpoint)
     return tuple(replace(s, run=runs.get(s.name, s.run)) for s in stages.STAGE_TABLE)
 
 
@@ -275,8 +345,9 @@ def _train_tokens(path: Path, per_step: int) -> tuple[float, int]:
 
 
 def _entry(cfg: Any, run_dir: Path, meter: Meter, shape: str, card: str, gpus: int,
-           error: str | None, dummy: bool) -> dict[str, Any]:
-    """The cost-table entry of what was measured (stages that did not finish are left out)."""
+           error: str | None, dummy: bool, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The cost-table entry of what was measured (stages that did not finish, and the stages
+    in ``skip``, are left out)."""
     from vdlib.config import layout
     from vdlib.utils.artifacts import read_jsonl
 
@@ -284,6 +355,7 @@ def _entry(cfg: Any, run_dir: Path, meter: Meter, shape: str, card: str, gpus: i
     scored = read_jsonl(it / "questions.jsonl") if (it / "questions.jsonl").exists() else []
     valid = sum(1 for r in scored if r.get("valid")) or cfg.curriculum.num_questions
     timing = json.loads((it / "timing.json").read_text()) if (it / "timing.json").exists() else {}
+    timing = {s: v for s, v in timing.items() if s not in skip}
     c = meter.c
     src = f"vdlib plan {cfg.experiment} --measure"
     stages: dict[str, Any] = {}
@@ -331,7 +403,7 @@ def _entry(cfg: Any, run_dir: Path, meter: Meter, shape: str, card: str, gpus: i
     if "metrics" in timing:
         stages["metrics"] = {"s_per_question": round(timing["metrics"] / k, 5),
                              "source": f"{src}: timing.json"}
-    if c["evaluate"]["tokens"]:
+    if c["evaluate"]["tokens"] and "evaluate" not in skip:
         ev = c["evaluate"]
         stages["evaluate"] = {"tokens_per_s": round(ev["tokens"] / (ev["seconds"]
                                                                    - ev["engine_start_s"]), 1),
@@ -342,7 +414,8 @@ def _entry(cfg: Any, run_dir: Path, meter: Meter, shape: str, card: str, gpus: i
     if dummy:
         lengths["source"] += ("; dummy weights: every output at its token limit, the questions "
                               "scored and trained on are GSM8K's (valid fraction 1)")
-    peak = {s: {str(g): v for g, v in sorted(p.items())} for s, p in meter.peak.items()}
+    peak = {s: {str(g): v for g, v in sorted(p.items())} for s, p in meter.peak.items()
+            if s not in skip}
     lifetime = cfg.engine.lifetime if cfg.engine.backend == "vllm" else "stage"
     return {
         "id": f"{shape}@{card}/{cfg.engine.backend}-{lifetime}/"
@@ -358,11 +431,11 @@ def _entry(cfg: Any, run_dir: Path, meter: Meter, shape: str, card: str, gpus: i
                         "num_questions": k, "num_solver_samples": m,
                         "max_new_tokens": cfg.scoring.max_new_tokens},
         "run_iterations": 1, "lengths": lengths, "stages": stages,
-        "memory": {"peak_gib_per_gpu": max((v for p in meter.peak.values()
-                                            for v in p.values()), default=None),
+        "memory": {"peak_gib_per_gpu": max((v for p in peak.values() for v in p.values()),
+                                           default=None),
                    "per_stage_gib": peak, "runs_on_the_gpu": 1,
                    "source": f"{src}: nvidia-smi every second, every process on the card"},
-        "timing_s": timing, "error": error,
+        "timing_s": timing, "error": error, "skipped_stages": list(skip),
         "note": ("solver trained on GPU 0 only (one process); " if gpus > 1 else "")
                 + "measured by vdlib plan --measure",
     }

@@ -160,6 +160,10 @@ def add_plan_command(command: Callable[..., Any]) -> None:
     m.add_argument("--questions", type=int, default=128,
                    help="--measure: questions K generated and scored (default 128; never more "
                    "than the params'); the figures are per token")
+    m.add_argument("--skip", default="", metavar="STAGE,...",
+                   help="--measure --dummy-weights: stages replaced by stand-ins that write "
+                   "their outputs without their work, to measure the others again (allowed: "
+                   "proposer, generate, score, solver, metrics, evaluate)")
     p.set_defaults(func=plan_command)
 
 
@@ -177,7 +181,8 @@ def plan_command(args: Any) -> int:
                             dummy_weights=args.dummy_weights, tokenizer=args.tokenizer,
                             gpus_per_run=args.gpus_per_run or 1, bench_dir=args.bench_dir,
                             eval_limit=args.eval_limit, steps=args.steps,
-                            questions=args.questions)
+                            questions=args.questions,
+                            skip=tuple(x for x in args.skip.split(",") if x))
             sys.stdout.write(f"{args.out}: {entry['id']}, stages {', '.join(entry['stages'])}"
                              f"{'; stopped: ' + entry['error'] if entry['error'] else ''}"
                              f"{'; ' + entry['partial'] if entry.get('partial') else ''}\n")
