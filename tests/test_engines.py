@@ -240,3 +240,15 @@ def test_each_stage_samples_from_the_checkpoint_the_previous_stage_saved(tmp_pat
               (str(run_dir / "iter_1/solver_model"), False)]
     assert opened == expect
     assert not live
+
+
+def test_memory_owners_name_the_module_that_holds_the_tensors():
+    import torch
+
+    from vdlib.engines.setting import cuda_memory_owners
+
+    held = torch.nn.Linear(1024, 1024)  # 4 MiB of float32 parameters
+    loose = torch.zeros(2**20)  # 4 MiB outside any module
+    text = cuda_memory_owners(device_type="cpu")
+    assert "torch.nn.modules.linear.Linear" in text and "loose" in text
+    del held, loose

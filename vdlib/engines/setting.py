@@ -118,6 +118,53 @@ def release_cuda_memory() -> None:
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         gc.collect()
         torch.cuda.empty_cache()
+        left = torch.cuda.memory_allocated()
+        if left > LEFTOVER_REPORT_BYTES:
+            logger.warning("%.1f GiB of CUDA memory is still allocated after the stage; live "
+                           "tensors by owner: %s", left / 2**30, cuda_memory_owners())
+
+
+#: Memory still allocated after a stage above which :func:`release_cuda_memory` says who holds it.
+LEFTOVER_REPORT_BYTES = 2**30
+
+
+def cuda_memory_owners(top: int = 8, device_type: str = "cuda") -> str:
+    """The live CUDA tensors the garbage collector sees, summed by the class of the module that
+    holds them as a parameter or buffer (``module.Class``), else ``loose``: which objects keep a
+    finished stage's GPU memory (a trainer's policy, a rollout engine's model)."""
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings():  # isinstance() touches deprecated module proxies
+        warnings.simplefilter("ignore")
+        return _owners(torch, top, device_type)
+
+
+def _owners(torch: Any, top: int, device_type: str) -> str:
+    owners: dict[int, str] = {}
+    for obj in gc.get_objects():
+        if isinstance(obj, torch.nn.Module):
+            name = f"{type(obj).__module__}.{type(obj).__qualname__}"
+            for t in (*obj._parameters.values(), *obj._buffers.values()):
+                if t is not None:
+                    owners.setdefault(id(t), name)
+    sizes: dict[str, float] = {}
+    seen: set[int] = set()
+    for obj in gc.get_objects():
+        try:
+            if not (isinstance(obj, torch.Tensor) and obj.device.type == device_type):
+                continue
+            ptr = obj.untyped_storage().data_ptr()
+        except Exception:  # noqa: BLE001, S112 - a tensor without storage holds no memory
+            continue
+        if ptr in seen:
+            continue
+        seen.add(ptr)
+        key = owners.get(id(obj), "loose")
+        sizes[key] = sizes.get(key, 0.0) + obj.untyped_storage().nbytes() / 2**30
+    ranked = sorted(sizes.items(), key=lambda kv: -kv[1])[:top]
+    return ", ".join(f"{k} {v:.2f} GiB" for k, v in ranked) or "none the collector sees"
 
 
 @contextlib.contextmanager
