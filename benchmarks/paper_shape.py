@@ -90,13 +90,15 @@ def merge_attempts(takes: list[tuple[list[str], dict[str, Any]]],
                    corrections: list[str] | None = None,
                    drop_peaks: list[str] | None = None) -> dict[str, Any]:
     """One entry from several attempts of one measurement (pure): for each ``(stages, entry)``
-    the named stages' figures, counters and memory peaks come from that entry; the rest (ids,
-    sizes, the run folder's cumulative timing) from the last one. ``assumed_tokens`` fills a
-    stage's token count that was not counted (e.g. generation at its token limit) and derives
+    the named stages' figures, seconds, counters and memory peaks come from that entry; the rest
+    (ids, sizes) from the last one (an attempt may have skipped the others: ``--skip``).
+    ``assumed_tokens`` fills a stage's token count that was not counted (e.g. generation at its
+    token limit) and derives
     its rate as the loop does (tokens / (stage seconds - engine starts)); each assumption and
     each ``corrections`` line is listed in ``corrections``. ``drop_peaks``: stages whose memory
     peaks include other processes' memory; they stay in ``raw.peak`` only."""
     base = json.loads(json.dumps(takes[-1][1]))
+    timing = dict(base.get("timing_s", {}))
     stages: dict[str, Any] = {}
     counters: dict[str, Any] = {}
     peaks: dict[str, Any] = {}
@@ -105,6 +107,8 @@ def merge_attempts(takes: list[tuple[list[str], dict[str, Any]]],
         for name in names:
             if name in entry.get("stages", {}):
                 stages[name] = entry["stages"][name]
+            if name in entry.get("timing_s", {}):  # an attempt that skipped it has none
+                timing[name] = entry["timing_s"][name]
             if name in entry.get("raw", {}).get("counters", {}):
                 counters[name] = entry["raw"]["counters"][name]
             if name in entry.get("memory", {}).get("per_stage_gib", {}):
@@ -118,7 +122,7 @@ def merge_attempts(takes: list[tuple[list[str], dict[str, Any]]],
     for name, tokens in (assumed_tokens or {}).items():
         c = counters.setdefault(name, {})
         c["tokens"] = float(tokens)
-        seconds = base.get("timing_s", {})[name]
+        seconds = timing[name]
         work = seconds - float(c.get("engine_start_s", 0.0))
         stages[name] = {"tokens_per_s": round(tokens / work, 1),
                         "startup_s": round(float(c.get("engine_start_s", 0.0)), 2),
@@ -129,6 +133,8 @@ def merge_attempts(takes: list[tuple[list[str], dict[str, Any]]],
             lengths["question"] = round(tokens / k, 1)
         notes.append(f"{name}: {tokens:.0f} tokens assumed, not counted")
     base["stages"] = stages
+    base["timing_s"] = {k: timing[k] for k in STAGES if k in timing}
+    base["skipped_stages"] = []
     base["raw"]["counters"] = counters
     base["raw"]["peak"] = peaks
     clean = {k: v for k, v in peaks.items() if k not in set(drop_peaks or ())}

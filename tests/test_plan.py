@@ -484,6 +484,18 @@ def test_attempts_join_into_one_entry_with_each_stage_from_the_attempt_that_ran_
     record = ps.shape_record({**merged, "shape": "x"})
     assert record["stages"]["score"]["peak_memory_gb_with_other_memory"] == {"0": 113.7}
     assert record["corrections"] == merged["corrections"]
+    # an attempt that skipped the proposer (--skip) gives its seconds only for what it ran
+    third = {**second, "timing_s": {"generate": 180.0, "score": 190.0, "metrics": 2.0},
+             "skipped_stages": ["proposer"], "stages": {"score": {"tokens_per_s": 1.9e4}},
+             "memory": {"per_stage_gib": {"score": {"0": 57.4}}},
+             "raw": {"counters": {"score": {"tokens": 9.0}}, "peak": {}}}
+    merged = ps.merge_attempts([(["proposer", "generate"], first), (["solver"], second),
+                                (["score", "metrics"], third)])
+    assert merged["timing_s"] == {"proposer": 300.0, "generate": 130.0, "score": 190.0,
+                                  "solver": 90.0, "metrics": 2.0}
+    assert merged["skipped_stages"] == []
+    assert merged["memory"]["per_stage_gib"]["score"] == {"0": 57.4}
+    assert ps.shape_record({**merged, "shape": "x"})["stages"]["score"]["seconds"] == 190.0
 
 
 def test_the_plan_shows_measured_peaks_and_warns_on_them():
