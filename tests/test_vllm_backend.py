@@ -462,3 +462,32 @@ def test_real_v2_context_drives_the_processor(vd):
 
 # The GPU runs of a real vllm.LLM (both routes, the server, mask identity, TRL's rollouts)
 # are in tests/test_vllm_gpu.py.
+
+
+def test_shutdown_runs_the_engine_finalizer_and_frees_the_model_weights():
+    """An in-process engine's model stays reachable after vLLM 0.25.1's shutdown (measured on
+    2 x H200, docs/SCALING.md): shutdown_llm runs the engine's finalizer and empties the
+    weights in place, so their memory returns even though the test keeps a reference."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from vdlib.engines.vllm_backend import shutdown_llm
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8))
+    model.register_buffer("cos_sin", torch.ones(4))
+    calls: list[str] = []
+    runner = SimpleNamespace(model=model)
+    core = SimpleNamespace(shutdown=lambda: (calls.append("shutdown"),
+                                             setattr(runner, "model", None)))
+    engine = SimpleNamespace(engine_core=core, _finalizer=lambda: calls.append("finalizer"),
+                             model_executor=SimpleNamespace(
+                                 driver_worker=SimpleNamespace(model_runner=runner)))
+    shutdown_llm(SimpleNamespace(llm_engine=engine))
+    assert calls == ["shutdown", "finalizer"]
+    assert all(t.numel() == 0 for t in (*model.parameters(), *model.buffers()))
+    assert model[0].weight.dtype == torch.float32  # same dtype and device, no storage
+    # an engine-core process (no model in this process) only shuts down
+    other = SimpleNamespace(engine_core=SimpleNamespace(shutdown=lambda: calls.append("core")))
+    shutdown_llm(SimpleNamespace(llm_engine=other))
+    assert calls[-1] == "core"
