@@ -14,7 +14,8 @@
 #   GRID_GPUS=0,0,0 SPARE=0 bash benchmarks/gpu_small.sh grid 0   # repeat until all done
 #   (GRAPHS_BENCH=1 also runs benchmarks/cudagraph_modes.py on the spare GPU, once)
 #   bash benchmarks/gpu_small.sh eval 0     # the final solvers (one job per arm and seed on N GPUs)
-#   bash benchmarks/gpu_small.sh export 0   # $OUT/gpu_small_main.json and runs/
+#   bash benchmarks/gpu_small.sh export 0   # $OUT/<experiment>.json (gpu_small_main.json) and runs/
+# PARAMS=params/gpu-small/<file>.yaml runs another experiment's arms the same way (issue 30).
 # Exports of different machine holds join with `python benchmarks/gpu_small.py merge`.
 # Time: every step ends by END (epoch seconds; default: LIMIT seconds, 560, from its start), so
 # that install and grid can share one 10-minute command: END=$(($(date +%s) + 580)) before both.
@@ -44,6 +45,11 @@ export PYTHONPATH=/tmp/site:$PWD:/tmp/vdsite VLLM_USE_FLASHINFER_SAMPLER=0 HF_HU
 step=$1
 shift
 seeds="$*"
+# the params' experiment (its folder and the exported JSON's name) and arms
+read -r EXP ARMS < <(python3 -c "
+from vdlib.config.experiment import load_params
+c = load_params('$P')
+print(c.experiment, ' '.join(c.arms))") || { echo "cannot read $P"; exit 2; }
 ngpu=$(nvidia-smi -L | wc -l)
 spare=${SPARE:-$((ngpu - 1))}
 gpus=${GRID_GPUS:-$(seq -s, 0 $((ngpu - 2)))}
@@ -77,9 +83,9 @@ print(ModelStore(cfg).base(cfg.solver_model, 'base'))" > "$OUT/gpu_small_prepare
     rc=$?
     wait
     python3 -m vdlib.app.cli status $D >> "$OUT/gpu_small_grid.log" 2>&1
-    cp $D/gpu_small_main/grid/*.log "$OUT/" 2>/dev/null
+    cp $D/$EXP/grid/*.log "$OUT/" 2>/dev/null
     python3 benchmarks/gpu_small.py export $P --output-dir $D --seeds $seeds \
-        --out "$OUT/gpu_small_main.json" > /dev/null 2>&1   # what exists so far comes back
+        --out "$OUT/$EXP.json" > /dev/null 2>&1   # what exists so far comes back
     grep -v "INFO [0-9][0-9]-\|WARNING [0-9][0-9]-" "$OUT/gpu_small_grid.log" | tail -30
     tail -3 "$OUT/gpu_small_eval_base.log" 2>/dev/null
     tail -2 "$OUT/cudagraph_modes.log" 2>/dev/null
@@ -90,7 +96,7 @@ eval)
     # one job per arm (its seeds in turn) on one GPU; one job per arm and seed, round robin,
     # on several (at most three evaluations share a GPU either way)
     i=0
-    for arm in baseline vd85 vd75; do
+    for arm in $ARMS; do
         if [ "$ngpu" -gt 1 ]; then jobs="$seeds"; else jobs="all"; fi
         for s in $jobs; do
             if [ "$s" = all ]; then sel="$seeds"; log=$arm; else sel=$s; log=$arm-seed$s; fi
@@ -106,7 +112,7 @@ eval)
     ;;
 export)
     python3 benchmarks/gpu_small.py export $P --output-dir $D --seeds $seeds \
-        --out "$OUT/gpu_small_main.json" 2>&1 | tail -3
+        --out "$OUT/$EXP.json" 2>&1 | tail -3
     python3 -m vdlib.app.cli status $D > "$OUT/gpu_small_status.txt" 2>&1
     du -sh "$OUT"
     bundle
