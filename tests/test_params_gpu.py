@@ -152,6 +152,7 @@ def test_gpu_small_single_policy_is_the_papers_setup_at_135m():
     assert (cfg.solver.global_batch_size, cfg.solver.num_generations) == (8, 4)
     assert cfg.single_policy.dataset == "gsm_symbolic"  # offline; GSM8K train is on the Hub
     assert cfg.single_policy.train_examples >= cfg.solver.max_steps * 8
+    assert 0 < cfg.single_policy.checkpoint_every < cfg.solver.max_steps  # resumable
 
 
 def test_fail_neg_is_main_table_with_the_failure_incentive_removed():

@@ -288,6 +288,10 @@ class SinglePolicyConfig:
                          choices=("gsm8k", "gsm_symbolic"))
     train_examples: int | None = param(None, "Use the first N training problems; null = all.",
                                        gt=0, le=10**9)
+    checkpoint_every: int = param(0, "Save a checkpoint every N GRPO steps (0 = none); a run "
+                                  "started again goes on from the last one (weights, optimizer, "
+                                  "RNG, logs; the rollout engine's sampler starts afresh).",
+                                  ge=0, le=10**9)
 
 
 @dataclass

@@ -19,6 +19,7 @@ caller saves the model). Each run writes atomically and is skipped when its mode
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import shutil
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from transformers import TrainerCallback
 
 from vdlib.config import layout
 from vdlib.config.experiment import ExperimentConfig, GRPOConfig, load_params
@@ -47,7 +49,8 @@ def grpo_on_problems(model: Any, tok: Any, problems: Sequence[dict[str, Any]], g
                      mask_seed_fn: Callable[[int], int] | None = None,
                      engine: Any = None,
                      tracked: Callable[[], Any] | None = None,
-                     trl_engine: tuple[Any, dict[str, Any]] = (None, {})) -> tuple[Any, Any]:
+                     trl_engine: tuple[Any, dict[str, Any]] = (None, {}),
+                     checkpoint_every: int = 0) -> tuple[Any, Any]:
     """Train ``model`` with GRPO on ``problems`` (``question``, ``answer``) in solver prompts,
     reward 1 when the last ``\\boxed{}`` is equivalent to ``answer``. The data are the problems
     cycled to ``rows`` rows (default: enough for ``g.max_steps`` rollout batches); the mask,
@@ -57,7 +60,10 @@ def grpo_on_problems(model: Any, tok: Any, problems: Sequence[dict[str, Any]], g
     (vdlib.engines.setting.trl_vllm_args); None = transformers. ``tracked()``: a context manager
     yielding TRL arguments (:func:`vdlib.utils.tracking.tracked_trainer`) inside which the trainer
     is built and trained. ``trl_engine``: ``(factory, GRPOConfig keywords)`` that hand TRL the run's
-    engine (:meth:`vdlib.loop.model_store.ModelStore.trl_engine`)."""
+    engine (:meth:`vdlib.loop.model_store.ModelStore.trl_engine`). ``checkpoint_every`` > 0:
+    TRL saves a checkpoint every that many GRPO steps in ``work_dir`` (weights, optimizer,
+    scheduler, RNG, log history, and vdlib's mask log and reward records) and a call that finds
+    one goes on from the last (:func:`last_checkpoint`)."""
     import contextlib
 
     from datasets import Dataset
@@ -80,6 +86,8 @@ def grpo_on_problems(model: Any, tok: Any, problems: Sequence[dict[str, Any]], g
                               "answer": [r["answer"] for r in data_rows]})
     reward = SolverReward()
     overrides: dict[str, Any] = {"max_steps": max_steps} if max_steps is not None else {}
+    if checkpoint_every > 0:  # TRL counts optimizer steps: ppo_mini_batches per GRPO step
+        overrides.update(save_strategy="steps", save_steps=checkpoint_every * g.ppo_mini_batches)
     llm_kwargs: dict[str, Any] = {}
     if engine is not None:
         from vdlib.engines.setting import rollout_llm_kwargs, trl_vllm_args
@@ -102,11 +110,57 @@ def grpo_on_problems(model: Any, tok: Any, problems: Sequence[dict[str, Any]], g
                                     offload_max_grad_norm=role_max_grad_norm(g),
                                     rollout_llm_kwargs=llm_kwargs,
                                     rollout_llm_factory=trl_engine[0])
-        trainer.train()
+        resume = last_checkpoint(work_dir) if checkpoint_every > 0 else None
+        if checkpoint_every > 0:
+            trainer.add_callback(_SavedState(trainer, reward))
+        if resume is not None:
+            _SavedState.restore(resume, trainer, reward)
+            logger.info("GRPO goes on from %s", resume)
+        trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None)
     release_rollout_engine(trainer)
     if is_main_process():
         shutil.rmtree(work_dir, ignore_errors=True)
     return trainer, reward
+
+
+def last_checkpoint(work_dir: Path) -> Path | None:
+    """The newest complete TRL checkpoint (``checkpoint-<step>`` with vdlib's state file) in
+    ``work_dir``, or None. A checkpoint cut short by a kill lacks the state file, which is
+    written last, and is passed over."""
+    found = []
+    for d in Path(work_dir).glob("checkpoint-*") if Path(work_dir).is_dir() else []:
+        step = d.name.split("-", 1)[1]
+        if step.isdigit() and (d / _SavedState.FILE).is_file():
+            found.append((int(step), d))
+    return max(found)[1] if found else None
+
+
+class _SavedState(TrainerCallback):
+    """Writes, into each checkpoint TRL saves, what the trainer does not keep: the mask log and
+    the reward's records (a resumed run's logs then cover every step)."""
+
+    FILE = "vdlib_state.json"
+
+    def __init__(self, trainer: Any, reward: Any) -> None:
+        self.trainer, self.reward = trainer, reward
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        from vdlib.loop.distributed import rank
+        from vdlib.utils.artifacts import atomic_write_json
+
+        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        name = self.FILE if rank() == 0 else f"vdlib_state_rank{rank()}.json"
+        atomic_write_json(folder / name, {"mask_log": self.trainer.mask_log,
+                                          "reward_records": self.reward.records})
+
+    @classmethod
+    def restore(cls, folder: Path, trainer: Any, reward: Any) -> None:
+        from vdlib.loop.distributed import rank
+
+        name = cls.FILE if rank() == 0 else f"vdlib_state_rank{rank()}.json"
+        saved = json.loads((folder / name).read_text(encoding="utf-8"))
+        trainer.mask_log[:] = saved["mask_log"]
+        reward.records[:] = saved["reward_records"]
 
 
 def train_log(trainer: Any, reward: Any) -> dict[str, Any]:
@@ -211,7 +265,7 @@ def run_single_policy(config: ExperimentConfig | dict | str) -> Path:
         model, tok, problems, cfg.solver, run_dir / ".trl_policy",
         seed=derive_seed(cfg.seed, "policy", 1), use_cpu=store.use_cpu, vocab_dropout=vd,
         mask_seed_fn=(lambda step: mask_seed(cfg.seed, 1, "train", step)) if vd else None,
-        engine=cfg.engine)
+        engine=cfg.engine, checkpoint_every=sp.checkpoint_every)
     atomic_write_json(run_dir / layout.POLICY_TRAIN_FILE, {
         "dataset": sp.dataset, "problems": len(problems), "alpha_train": vd.alpha if vd else 1.0,
         "masked": vd is not None, "mask_log": trainer.mask_log, **train_log(trainer, reward)})
