@@ -94,6 +94,8 @@ def test_collect_then_report(tmp_path):
     assert effects_md.startswith("VD arm minus baseline (vdlib.utils.stats.compare_seeds)")
     assert (tmp_path / "report" / "gpu_small_main_pass1.md").read_text(
         encoding="utf-8").startswith("pass@1 in %, mean ± SE; SE = population SD (ddof 0)")
+    paper = (tmp_path / "report" / "gpu_small_main_paper.md").read_text(encoding="utf-8")
+    assert paper.startswith("pass@1 in %: ours at each arm's last evaluated iteration")
     again = pd.read_csv(tmp_path / "report" / "gpu_small_main_effects.csv")
     assert list(again.columns)[:6] == ["arm", "metric", "iteration", "n_baseline", "n_vd",
                                       "baseline"]
@@ -370,3 +372,22 @@ def test_scale_comparison_puts_the_large_runs_beside_the_small_ones():
     assert vd["tiny vendi"] == 7.75  # the mean over the small runs' seeds
     assert vd["GPU vendi"].startswith("41.000 ±")
     assert t[t.arm == arm_label("gen_only")].iloc[0]["GPU vendi"] == ""  # not in the file
+
+
+def test_paper_table_puts_the_papers_printed_cells_beside_ours():
+    from vdlib.report.results import paper_table
+
+    data = {"records": [
+        {"arm": "base", "seed": None, "iteration": 0, "pass1_gsm8k": 1.0,
+         "pass1_gsm8k_runs": [1.0, 1.0]},
+        *({"arm": arm, "seed": s, "iteration": t, "pass1_gsm8k": 2.0 + s,
+           "pass1_gsm8k_runs": [2.0 + s]}
+          for arm in ("train_only", "anneal") for s in (0, 1) for t in (1, 3))]}
+    table = paper_table(data)
+    assert [(r.arm, r.iteration) for r in table.itertuples()] == [
+        ("Base (no training)", 0), ("Train-only", 3), ("VD75 (anneal)", 3)]  # last iterations
+    base, train, anneal = (table.iloc[i] for i in range(3))
+    assert base["paper Qwen3-4B"] == "63.5 ± 5.2" and base["ours"] == "1.0 ± 0.0"
+    assert train["ours"] == "2.5 ± 0.4"  # population SD 0.5 / sqrt(2)
+    assert train["paper Qwen3-4B"] == "85.4 ± 1.1"
+    assert anneal["paper Qwen3-4B"] == "" and anneal["paper Qwen3-8B"] == ""  # no paper row

@@ -329,6 +329,39 @@ def pass1_table(data: Mapping[str, Any], ddof: int = SE_DDOF) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def paper_table(data: Mapping[str, Any], label: str = "tab:vanilla_eval",
+                ddof: int = SE_DDOF) -> pd.DataFrame:
+    """Our pass@1 (%) beside the paper's: per arm and benchmark, ours at the arm's last
+    evaluated iteration (mean ± SE over its seeds, :func:`pass1_table`'s rule) and the paper's
+    printed cell of ``label`` for each co-evolved model (Qwen3-4B and -8B after 5 iterations;
+    blank where the paper has no such arm or benchmark). Different models and scales: the
+    columns sit side by side for the direction of each arm against the baseline, not for
+    their levels."""
+    from vdlib.report.paper_values import paper_cells, paper_values
+
+    groups = list(paper_values(label)["data"])
+    table = pass1_table(data, ddof)
+    if table.empty:
+        return pd.DataFrame(columns=["arm", "iteration", "benchmark", "ours",
+                                     *(f"paper {g}" for g in groups)])
+    last = table.loc[table.groupby("arm", sort=False)["iteration"].idxmax()]
+    names = {arm_label(r["arm"]): r["arm"] for r in data["records"]}
+    rows = []
+    for _, r in last.iterrows():
+        arm = names.get(r["arm"], r["arm"])
+        for b in (c for c in table.columns if c not in ("arm", "iteration")
+                  and not c.endswith(" seeds")):
+            if not r[b]:
+                continue
+            row = {"arm": r["arm"], "iteration": r["iteration"], "benchmark": b, "ours": r[b]}
+            for g in groups:
+                cell = paper_cells(label, g).get(arm, {}).get(b)
+                row[f"paper {g}"] = ("" if cell is None else f"{cell['mean']:.1f}"
+                                     + (f" ± {cell['se']:.1f}" if cell["se"] is not None else ""))
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def effects_table(data: Mapping[str, Any], baseline: str = "baseline",
                   metrics: Sequence[str] = tuple(DIRECTION)) -> pd.DataFrame:
     """Each VD arm minus the baseline, per metric and iteration, from
@@ -377,6 +410,10 @@ TABLE_NOTES = {
     "pass1": f"pass@1 in %, mean ± SE; SE = population SD (ddof {SE_DDOF}) / sqrt(k), the rule "
              "of the paper's printed mean ± SE cells; k = the seeds (each the mean of its "
              "evaluation runs), or the starting checkpoint's evaluation runs.",
+    "paper": "pass@1 in %: ours at each arm's last evaluated iteration (the pass1 table's "
+             "cells) beside the paper's printed tab:vanilla_eval cells (Qwen3-4B / -8B after 5 "
+             "iterations; blank: the paper has no such cell). Other models and scales: compare "
+             "each arm's direction against its baseline, not the levels.",
     "effects": "VD arm minus baseline (vdlib.utils.stats.compare_seeds): se from the sample SDs; "
                "Welch's t on Welch–Satterthwaite df; paired t by seed on n_pairs - 1 df; "
                "two-sided p-values; exact permutation p-values (perm_p: relabelling the pooled "
@@ -389,7 +426,8 @@ def results_report(path: str | os.PathLike, out_dir: str | os.PathLike,
                    name: str | None = None) -> list[Path]:
     """The report step on a results JSON alone: ``<name>_dynamics.{png,pdf,csv}`` (notebook 01's
     :func:`vdlib.report.plots.diversity_dynamics`, with the paper's Qwen3-4B curves), and the tables
-    ``<name>_summary``, ``<name>_pass1`` and ``<name>_effects`` (``.md``, headed by the rule of
+    ``<name>_summary``, ``<name>_pass1``, ``<name>_paper`` (ours beside the paper's cells) and
+    ``<name>_effects`` (``.md``, headed by the rule of
     its cells, :data:`TABLE_NOTES`, and ``.csv``), plus
     ``<name>_report.json`` listing them; the written paths. Nothing is written (not even
     ``out_dir``) until the file has been checked (:func:`load_results`) and every table
@@ -399,7 +437,7 @@ def results_report(path: str | os.PathLike, out_dir: str | os.PathLike,
     data = load_results(path)
     name = name or Path(path).stem
     tables = (("summary", summary_table(data)), ("pass1", pass1_table(data)),
-              ("effects", effects_table(data)))
+              ("paper", paper_table(data)), ("effects", effects_table(data)))
     frame = loop_frame(data)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
