@@ -16,6 +16,7 @@ P=${PARAMS:-params/gpu-small/single_policy.yaml}
 D=${GS_DIR:-/tmp/sp}
 END=${END:-$(( $(date +%s) + ${LIMIT:-560} ))}
 left() { echo $(( END - $(date +%s) )); }
+budget() { local s=$(( $(left) - $1 )); [ "$s" -lt 30 ] && s=30; echo $s; }  # seconds, >= 30
 test -d /tmp/site || { echo "machine was released: send the parts again"; exit 3; }
 export PYTHONPATH=/tmp/site:$PWD:/tmp/vdsite VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 \
     TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
@@ -30,7 +31,7 @@ mkdir -p "$D"
 i=0
 for r in $RUNS; do  # train (or go on); a finished run returns at once
     arm=${r%%:*}; seed=${r##*:}
-    CUDA_VISIBLE_DEVICES=$((i % ngpu)) timeout -k 10 $(( $(left) - 60 )) $S run $P \
+    CUDA_VISIBLE_DEVICES=$((i % ngpu)) timeout -k 10 $(budget 60) $S run $P \
         --output-dir $D --arm $arm --seed $seed >> "$OUT/train_$arm-seed$seed.log" 2>&1 &
     i=$((i + 1))
 done
@@ -38,11 +39,11 @@ wait
 i=0
 for r in $RUNS; do  # evaluate what finished (a finished evaluation is read back)
     arm=${r%%:*}; seed=${r##*:}
-    CUDA_VISIBLE_DEVICES=$((i % ngpu)) timeout -k 10 $(( $(left) - 20 )) $S eval $P \
+    CUDA_VISIBLE_DEVICES=$((i % ngpu)) timeout -k 10 $(budget 20) $S eval $P \
         --output-dir $D --arm $arm --seed $seed >> "$OUT/eval_$arm-seed$seed.log" 2>&1 &
     i=$((i + 1))
 done
-CUDA_VISIBLE_DEVICES=$((i % ngpu)) timeout -k 10 $(( $(left) - 20 )) $S eval $P --output-dir $D \
+CUDA_VISIBLE_DEVICES=$((i % ngpu)) timeout -k 10 $(budget 20) $S eval $P --output-dir $D \
     --base >> "$OUT/eval_base.log" 2>&1 &
 wait
 $S export $P --output-dir $D --out "$OUT/$EXP.json" 2>&1 | tail -1
