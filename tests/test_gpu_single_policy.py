@@ -21,6 +21,7 @@ def _driver():
     return mod
 
 
+@pytest.mark.slow  # ~20 s on 2 cores: `make test-slow` (make test keeps within its budget)
 def test_one_run_is_trained_evaluated_and_exported(tmp_path):
     params = tmp_path / "sp.yaml"
     params.write_text(yaml.safe_dump({

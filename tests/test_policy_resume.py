@@ -13,7 +13,7 @@ from vdlib.loop import policy
 from vdlib.method.vocab_dropout import VocabDropout, mask_seed
 
 G = GRPOConfig(global_batch_size=1, rollout_batch_size=1, num_generations=4,
-               micro_batch_size_update=4, max_response_length=8, max_steps=3,
+               micro_batch_size_update=4, max_response_length=8, max_steps=2,
                precision="float32", gradient_checkpointing=False)
 PROBLEMS = [{"question": "What is 2+3?", "answer": "5"},
             {"question": "What is 4+4?", "answer": "8"}]
@@ -37,29 +37,29 @@ def test_a_killed_run_goes_on_from_its_last_checkpoint(tmp_path, monkeypatch):
     work = tmp_path / "trl"
     original = policy._SavedState.on_save
 
-    def killed_after_step_two(self, args, state, control, **kw):
+    def killed_after_step_one(self, args, state, control, **kw):
         original(self, args, state, control, **kw)
-        if state.global_step == 2:
+        if state.global_step == 1:
             raise KeyboardInterrupt("killed")
 
-    monkeypatch.setattr(policy._SavedState, "on_save", killed_after_step_two)
+    monkeypatch.setattr(policy._SavedState, "on_save", killed_after_step_one)
     with pytest.raises(KeyboardInterrupt):
         _train(tmp_path, work)
-    assert policy.last_checkpoint(work).name == "checkpoint-2"
-    saved = json.loads((work / "checkpoint-2" / policy._SavedState.FILE).read_text())
-    assert len(saved["mask_log"]) == 2 and len(saved["reward_records"]) == 2 * 4
+    assert policy.last_checkpoint(work).name == "checkpoint-1"
+    saved = json.loads((work / "checkpoint-1" / policy._SavedState.FILE).read_text())
+    assert len(saved["mask_log"]) == 1 and len(saved["reward_records"]) == 1 * 4
     # a checkpoint cut short (no state file, written last) is passed over
-    (work / "checkpoint-3").mkdir()
-    assert policy.last_checkpoint(work).name == "checkpoint-2"
-    (work / "checkpoint-3").rmdir()
+    (work / "checkpoint-2").mkdir()
+    assert policy.last_checkpoint(work).name == "checkpoint-1"
+    (work / "checkpoint-2").rmdir()
 
     monkeypatch.setattr(policy._SavedState, "on_save", original)
     trainer, reward = _train(tmp_path, work)
-    assert trainer.state.global_step == 3
-    assert [m["step"] for m in trainer.mask_log] == [0, 1, 2]  # every step, the first two restored
-    assert len(reward.records) == 3 * 4
+    assert trainer.state.global_step == 2
+    assert [m["step"] for m in trainer.mask_log] == [0, 1]  # every step, the first restored
+    assert len(reward.records) == 2 * 4
     steps = [h for h in trainer.state.log_history if "loss" in h]
-    assert len(steps) == 3  # TRL's log history came back with the checkpoint
+    assert len(steps) == 2  # TRL's log history came back with the checkpoint
     assert not work.exists()  # finished: the scratch folder goes
 
 
