@@ -10,12 +10,10 @@
 set -o pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-test -d /tmp/site || { echo "machine was released: send the parts again"; exit 3; }
-export PYTHONPATH=/tmp/site:$PWD:/tmp/vdsite VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 \
-    TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
+. "$(dirname "$0")/gpu_env.sh"  # the wheels' site, offline, gpu_card
 sed 's#proposer: Qwen/Qwen3-4B-Base#proposer: Qwen/Qwen3-0.6B-Base#' params/paper/main_table.yaml \
     > /tmp/leak_probe.yaml
-card=$(python3 -c "import torch;n=torch.cuda.get_device_name().lower();print('h200' if 'h200' in n else 'h100')")
+card=$(gpu_card)
 rm -rf /tmp/leak_probe_work
 CUDA_VISIBLE_DEVICES=0 timeout ${LIMIT:-300} python3 -m vdlib.app.cli plan /tmp/leak_probe.yaml \
     --measure --dummy-weights --tokenizer .q3tok --bench-dir .bench --gpus-per-run 2 \

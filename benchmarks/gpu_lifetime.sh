@@ -13,10 +13,8 @@
 set -o pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-test -d /tmp/site || { echo "machine was released: send the parts again"; exit 3; }
-export PYTHONPATH=/tmp/site:$PWD:/tmp/vdsite VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 \
-    TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
-card=$(python3 -c "import torch,re;n=torch.cuda.get_device_name().lower();m=re.search(r'h100|h200',n);print(m.group(0) if m else 'gpu')")
+. "$(dirname "$0")/gpu_env.sh"  # the wheels' site, offline, gpu_card
+card=$(gpu_card)
 P=params/gpu-small/main_table.yaml
 J=/tmp/iteration_profile_$card.json
 case $1 in

@@ -20,11 +20,9 @@
 set -o pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT/cost_entries"
-test -d /tmp/site || { echo "machine was released: send the parts again"; exit 3; }
+. "$(dirname "$0")/gpu_env.sh"  # the wheels' site, offline, gpu_card
 test -f .q3tok/tokenizer.json || { echo "carry .q3tok (../shared/tools/qwen3-tokenizer .q3tok)"; exit 2; }
-export PYTHONPATH=/tmp/site:$PWD:/tmp/vdsite VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 \
-    TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
-card=$(python3 -c "import torch,re;n=torch.cuda.get_device_name().lower();m=re.search(r'h100|h200',n);print(m.group(0) if m else 'gpu')")
+card=$(gpu_card)
 case $1 in
 4b) P=params/paper/main_table.yaml ;;
 8b) P=params/paper/main_table@8b.yaml ;;

@@ -37,10 +37,8 @@ def _grid(params: str, output_dir: str) -> dict:
 
 
 def _summary(summary) -> dict | None:
-    if summary is None:
-        return None
-    return {b: {"mean": r.mean, "accuracies": list(r.accuracies), "n": r.n}
-            for b, r in summary.results.items()}
+    """Per benchmark: n, accuracies, seeds, mean, se (EvalSummary's own serialisation)."""
+    return None if summary is None else summary.to_dict()["benchmarks"]
 
 
 def export(params: str, output_dir: str) -> dict:

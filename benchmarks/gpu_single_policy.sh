@@ -17,9 +17,7 @@ D=${GS_DIR:-/tmp/sp}
 END=${END:-$(( $(date +%s) + ${LIMIT:-560} ))}
 left() { echo $(( END - $(date +%s) )); }
 budget() { local s=$(( $(left) - $1 )); [ "$s" -lt 30 ] && s=30; echo $s; }  # seconds, >= 30
-test -d /tmp/site || { echo "machine was released: send the parts again"; exit 3; }
-export PYTHONPATH=/tmp/site:$PWD:/tmp/vdsite VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 \
-    TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
+. "$(dirname "$0")/gpu_env.sh"  # the wheels' site, offline, gpu_card
 ngpu=$(nvidia-smi -L | wc -l)
 read -r EXP RUNS < <(python3 -c "
 from vdlib.config.experiment import load_params

@@ -39,9 +39,7 @@ if [ "$1" = install ]; then  # the wheel parts, .whl/ and vdlib's metadata: the 
     tail -3 /tmp/install.log
     exit $rc
 fi
-test -d /tmp/site || { echo "machine was released: send the parts again"; exit 3; }
-export PYTHONPATH=/tmp/site:$PWD:/tmp/vdsite VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 \
-    TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
+. "$(dirname "$0")/gpu_env.sh"  # the wheels' site, offline, gpu_card
 step=$1
 shift
 seeds="$*"

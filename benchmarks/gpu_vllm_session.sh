@@ -24,10 +24,8 @@ if [ "$step" = install ]; then
     rm -rf /tmp/vdsite && python3 -m pip install -q --no-deps --no-index --no-build-isolation \
         --target /tmp/vdsite . 2>&1 | grep -v '^WARNING' ; rm -rf /tmp/vdsite/vdlib
 fi
-test -d /tmp/site || { echo "machine was released: send the parts again"; exit 3; }
-export PYTHONPATH=/tmp/site:$PWD:/tmp/vdsite VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 \
-    TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
-card=$(python3 -c "import torch,re;n=torch.cuda.get_device_name().lower();m=re.search(r'h100|h200|a100|b200',n);print(m.group(0) if m else 'gpu')")
+. "$(dirname "$0")/gpu_env.sh"  # the wheels' site, offline, gpu_card
+card=$(gpu_card)
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 case $step in
 install)
