@@ -5,6 +5,11 @@ single_policy.yaml``: arms baseline and vd95, 3 seeds, 100 steps, a checkpoint e
     python benchmarks/gpu_single_policy.py run PARAMS --arm vd95 --seed 0 --output-dir D
     python benchmarks/gpu_single_policy.py eval PARAMS --output-dir D --arm vd95 --seed 0
     python benchmarks/gpu_single_policy.py export PARAMS --output-dir D --out FILE.json
+    python benchmarks/gpu_single_policy.py data PARAMS     # here, before the GPU session
+
+``data`` writes every seed's training problems into the params' ``evaluation.data_dir`` (.bench/
+gsm_symbolic/seed<10000+seed>_n<N>.jsonl): the lent machines have no reasoning-gym, and
+:func:`vdlib.loop.policy.training_problems` reads that copy there (the same items).
 
 ``run`` trains one run (notebook 04's :func:`vdlib.loop.policy.run_single_policy`; started again
 it goes on from its last checkpoint, and a finished run is skipped); ``eval`` evaluates its
@@ -88,7 +93,7 @@ def export(params: str, output_dir: str) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("step", choices=["run", "eval", "export"])
+    p.add_argument("step", choices=["run", "eval", "export", "data"])
     p.add_argument("params")
     p.add_argument("--output-dir", default="outputs")
     p.add_argument("--arm")
@@ -106,6 +111,17 @@ def main(argv: list[str] | None = None) -> int:
                     sum(r["finished"] for r in data["runs"]), args.out)
         return 0
     grid = _grid(args.params, args.output_dir)
+    if args.step == "data":
+        from vdlib.evaluation.benchmarks import write_stand_in_copy
+        from vdlib.loop.policy import training_seed
+
+        for c in {c.seed: c for c in grid.values()}.values():  # one file a seed
+            sp = c.single_policy
+            if sp.dataset == "gsm_symbolic" and c.evaluation.data_dir:
+                logger.info("wrote %s", write_stand_in_copy(
+                    "gsm_symbolic", c.evaluation.data_dir, sp.train_examples,
+                    training_seed(c.seed)))
+        return 0
     if args.step == "eval" and args.base:
         from vdlib.report.experiments import evaluate_base
 

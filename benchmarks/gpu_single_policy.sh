@@ -8,7 +8,9 @@
 # Each command stops its runs by END (default: LIMIT seconds, 560, from its start); a run
 # started again goes on from its last checkpoint (single_policy.checkpoint_every: 10 steps),
 # a finished run or evaluation is skipped. What exists comes back in $OUT: <experiment>.json
-# (benchmarks/gpu_single_policy.py export), the logs, packed into bundle.tgz.
+# (benchmarks/gpu_single_policy.py export), the logs, packed into bundle.tgz. Before the
+# session, here (the lent machines have no reasoning-gym; the training problems travel in .bench):
+#   .venv/bin/python benchmarks/gpu_single_policy.py data params/gpu-small/single_policy.yaml
 set -o pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"

@@ -3,6 +3,7 @@ tables, multiple-choice parsing, errors, and the ``vdlib eval`` command."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -132,6 +133,30 @@ def test_gold_oracle_standins(name):
     pytest.importorskip("champ_dataset") if name == "champ" else None
     items, res = _oracle_score(name, limit=20)
     assert res.n == 20 and res.accuracies == [1.0]
+
+
+def test_stand_in_copy_is_read_where_the_generator_is_missing(tmp_path, monkeypatch):
+    from vdlib.evaluation import benchmarks as bm
+    from vdlib.loop.policy import training_problems, training_seed
+
+    direct = ev.load_benchmark("gsm_symbolic", limit=5, seed=training_seed(3))
+    path = bm.write_stand_in_copy("gsm_symbolic", tmp_path, limit=5, seed=training_seed(3))
+    assert path == tmp_path / "gsm_symbolic" / "seed10003_n5.jsonl"
+
+    def missing(limit, seed):
+        raise ImportError("no reasoning_gym on this machine")
+
+    spec = bm.BENCHMARKS.get("gsm_symbolic")
+    monkeypatch.setitem(bm.BENCHMARKS._items, "gsm_symbolic",
+                        dataclasses.replace(spec, load=missing))
+    assert ev.load_benchmark("gsm_symbolic", data_dir=tmp_path, limit=5,
+                             seed=training_seed(3)) == direct
+    assert training_problems("gsm_symbolic", 5, 3, str(tmp_path)) == [
+        {"question": it["problem"], "answer": it["answer"]} for it in direct]
+    with pytest.raises(ImportError):  # another size or seed has no copy: the generator runs
+        ev.load_benchmark("gsm_symbolic", data_dir=tmp_path, limit=4, seed=training_seed(3))
+    with pytest.raises(ValueError, match="not a generated stand-in; allowed: .*gsm_symbolic"):
+        bm.write_stand_in_copy("gsm8k", tmp_path)
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/benchmarks not present")

@@ -25,7 +25,8 @@ from vdlib.utils.registry import Registry
 
 __all__ = ["BENCHMARKS", "BenchmarkSpec", "BenchmarkUnavailableError", "load_benchmark",
            "gsm8k_gold", "strip_dollars", "format_choices", "LETTERS", "BBH_TASKS",
-           "OLYMPIADBENCH_SUBSETS", "OLYMPIADBENCH_910", "OLYMPIADBENCH_PHYSICS_FILE"]
+           "OLYMPIADBENCH_SUBSETS", "OLYMPIADBENCH_910", "OLYMPIADBENCH_PHYSICS_FILE",
+           "stand_in_copy_path", "write_stand_in_copy"]
 
 logger = logging.getLogger(__name__)
 
@@ -348,6 +349,12 @@ def _file_rows(spec: BenchmarkSpec, data_dir: str | Path) -> Iterable[tuple[str,
     if not path.is_file():
         raise BenchmarkUnavailableError(f"benchmark {spec.name!r}: no file {path} "
                                         f"(expected <data_dir>/{spec.name}/test.jsonl)")
+    yield from _jsonl_rows(path)
+
+
+def _jsonl_rows(path: Path) -> Iterable[tuple[str, dict[str, Any]]]:
+    """(``<file>:<line>``, row) of JSONL file ``path``; a line that is not a JSON object is an
+    error naming the file and line."""
     with open(path, encoding="utf-8") as fh:
         for n, line in enumerate(fh, 1):
             if not line.strip():
@@ -360,6 +367,43 @@ def _file_rows(spec: BenchmarkSpec, data_dir: str | Path) -> Iterable[tuple[str,
                 raise BenchmarkUnavailableError(f"{path}:{n}: a JSON object per line expected, "
                                                 f"got {type(row).__name__}")
             yield f"{path}:{n}", row
+
+
+def stand_in_copy_path(name: str, data_dir: str | Path, limit: int | None, seed: int) -> Path:
+    """Where :func:`write_stand_in_copy` keeps generated stand-in ``name``'s items for
+    (``limit``, ``seed``): ``<data_dir>/<name>/seed<seed>_n<limit>.jsonl``, or
+    ``seed<seed>_default.jsonl`` without a limit (the stand-in's default size)."""
+    return Path(data_dir) / name / f"seed{seed}_{f'n{limit}' if limit else 'default'}.jsonl"
+
+
+def write_stand_in_copy(name: str, data_dir: str | Path, limit: int | None = None,
+                        seed: int = 0) -> Path:
+    """Generate offline stand-in ``name``'s items (e.g. ``gsm_symbolic`` from reasoning-gym) and
+    write them to :func:`stand_in_copy_path`, for a machine without the generator's package:
+    :func:`load_benchmark` with that ``data_dir`` then reads the copy (the same items)."""
+    from vdlib.utils.artifacts import atomic_write_text
+
+    spec = BENCHMARKS.get(name)
+    if spec.load is None:
+        raise ValueError(f"benchmark {name!r} is not a generated stand-in; allowed: "
+                         + ", ".join(n for n in BENCHMARKS.names() if BENCHMARKS.get(n).load))
+    items = spec.load(limit, seed)
+    path = stand_in_copy_path(name, data_dir, limit, seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return atomic_write_text(path, "".join(json.dumps(it, sort_keys=True) + "\n" for it in items))
+
+
+def _read_stand_in_copy(spec: BenchmarkSpec, data_dir: str | Path | None, limit: int | None,
+                        seed: int) -> list[dict[str, Any]] | None:
+    """The items of a copy written by :func:`write_stand_in_copy`, or None when there is none."""
+    if data_dir is None:
+        return None
+    path = stand_in_copy_path(spec.name, data_dir, limit, seed)
+    if not path.is_file():
+        return None
+    items = [row for _, row in _jsonl_rows(path)]
+    logger.info("benchmark %s: %d generated items read from %s", spec.name, len(items), path)
+    return items
 
 
 def _samples_dir() -> Path:
@@ -406,7 +450,8 @@ def load_benchmark(name: str, data_dir: str | Path | None = None, limit: int | N
     dataset (an error under ``HF_HUB_OFFLINE=1``); ``data_dir="samples"`` is vdlib's packaged
     folder of a few hand-written items per out-of-domain benchmark (offline smoke runs).
     ``olympiadbench_subset`` picks OlympiadBench's items (:data:`OLYMPIADBENCH_SUBSETS`; the
-    default is the paper's 910). Stand-ins ignore ``data_dir``;
+    default is the paper's 910). Stand-ins read ``data_dir`` only for a generated copy
+    (:func:`write_stand_in_copy`, for machines without reasoning-gym);
     ``gsm_symbolic`` draws ``limit`` items from ``seed``. ``limit`` keeps the first N items.
     Multiple-choice items also carry ``choices`` (the valid letters). A row without a field the
     benchmark needs, or a source with no items, is a :class:`BenchmarkUnavailableError` naming
@@ -418,7 +463,9 @@ def load_benchmark(name: str, data_dir: str | Path | None = None, limit: int | N
     if data_dir is not None and str(data_dir) == "samples":
         data_dir = _samples_dir()
     if spec.load is not None:
-        items = spec.load(limit, seed)
+        items = _read_stand_in_copy(spec, data_dir, limit, seed)
+        if items is None:
+            items = spec.load(limit, seed)
     else:
         if name == "olympiadbench":
             rows = _olympiad_rows(spec, data_dir, olympiadbench_subset)

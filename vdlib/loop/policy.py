@@ -221,14 +221,23 @@ def train_transfer(cfg: ExperimentConfig, curriculum: str | Path, out_dir: str |
 # ----------------------------------------------------------------------------- single policy
 
 
-def training_problems(dataset: str, limit: int | None, seed: int) -> list[dict[str, Any]]:
+def training_seed(seed: int) -> int:
+    """The reasoning-gym seed of a run's ``gsm_symbolic`` training problems (disjoint from the
+    evaluation stand-in's seeds)."""
+    return 10_000 + seed
+
+
+def training_problems(dataset: str, limit: int | None, seed: int,
+                      data_dir: str | None = None) -> list[dict[str, Any]]:
     """Training problems (``question``, ``answer``) for single-policy GRPO: ``gsm8k`` = the
     Hub's ``openai/gsm8k`` (main) train split, gold after ``#### ``; ``gsm_symbolic`` =
-    reasoning-gym items from a seed disjoint from the evaluation stand-in's."""
+    reasoning-gym items from :func:`training_seed`, or their copy in ``data_dir``
+    (:func:`vdlib.evaluation.benchmarks.write_stand_in_copy`) where one was written."""
     if dataset == "gsm_symbolic":
         from vdlib.evaluation import load_benchmark
 
-        items = load_benchmark("gsm_symbolic", limit=limit, seed=10_000 + seed)
+        items = load_benchmark("gsm_symbolic", data_dir=data_dir, limit=limit,
+                               seed=training_seed(seed))
         return [{"question": it["problem"], "answer": it["answer"]} for it in items]
     if dataset == "gsm8k":
         from datasets import load_dataset
@@ -258,7 +267,8 @@ def run_single_policy(config: ExperimentConfig | dict | str) -> Path:
         logger.info("single-policy model %s exists; skipped", target)
         return run_dir
     sp = cfg.single_policy
-    problems = training_problems(sp.dataset, sp.train_examples, cfg.seed)
+    problems = training_problems(sp.dataset, sp.train_examples, cfg.seed,
+                                 cfg.evaluation.data_dir)
     model, tok = store.load_policy(store.base(cfg.model.proposer, "policy"), cfg.solver)
     vd = phase_mask(cfg, 1, "train", tok, model=model)
     trainer, reward = grpo_on_problems(
