@@ -472,7 +472,7 @@ def test_shutdown_runs_the_engine_finalizer_and_frees_the_model_weights():
 
     import torch
 
-    from vdlib.engines.vllm_backend import shutdown_llm
+    from vdlib.engines.vllm_backend import empty_module_weights, shutdown_llm
 
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8))
     model.register_buffer("cos_sin", torch.ones(4))
@@ -487,6 +487,21 @@ def test_shutdown_runs_the_engine_finalizer_and_frees_the_model_weights():
     assert calls == ["shutdown", "finalizer"]
     assert all(t.numel() == 0 for t in (*model.parameters(), *model.buffers()))
     assert model[0].weight.dtype == torch.float32  # same dtype and device, no storage
+
+    class GraphWrapper:  # vLLM's CUDAGraphWrapper: not a module, forwards attribute lookups
+        def __init__(self, runnable):
+            self.runnable = runnable
+
+        def __getattr__(self, key):
+            return getattr(self.runnable, key)
+
+    inner = torch.nn.Linear(8, 8)
+    runner.model = GraphWrapper(GraphWrapper(inner))
+    shutdown_llm(SimpleNamespace(llm_engine=engine))
+    assert inner.weight.numel() == 0 and inner.bias.numel() == 0
+    tied = torch.nn.Sequential(torch.nn.Embedding(4, 8), torch.nn.Linear(8, 4, bias=False))
+    tied[1].weight = tied[0].weight
+    assert empty_module_weights(tied) == 4 * 8 * 4  # one float32 storage, counted once
     # an engine-core process (no model in this process) only shuts down
     other = SimpleNamespace(engine_core=SimpleNamespace(shutdown=lambda: calls.append("core")))
     shutdown_llm(SimpleNamespace(llm_engine=other))
