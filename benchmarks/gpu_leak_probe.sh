@@ -20,5 +20,5 @@ CUDA_VISIBLE_DEVICES=0 timeout ${LIMIT:-300} python3 -m vdlib.app.cli plan /tmp/
     --card "$card" --steps 1 --questions 16 --skip proposer,generate,score,evaluate \
     --work /tmp/leak_probe_work --out "$OUT/leak_probe.json" > "$OUT/leak_probe.log" 2>&1
 rc=$?
-grep -a "still allocated\|iteration 1 " "$OUT/leak_probe.log" | cut -c1-600
+grep -a "still allocated\|iteration 1 \|after the stage:\|vLLM shutdown" "$OUT/leak_probe.log" | cut -c1-600
 exit $rc

@@ -119,6 +119,8 @@ def release_cuda_memory() -> None:
         gc.collect()
         torch.cuda.empty_cache()
         left = torch.cuda.memory_allocated()
+        logger.info("CUDA memory after the stage: %.2f GiB allocated, %.2f GiB reserved",
+                    left / 2**30, torch.cuda.memory_reserved() / 2**30)
         if left > LEFTOVER_REPORT_BYTES:
             logger.warning("%.1f GiB of CUDA memory is still allocated after the stage; live "
                            "tensors by owner: %s", left / 2**30, cuda_memory_owners())
