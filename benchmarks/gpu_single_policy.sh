@@ -33,7 +33,7 @@ for r in $RUNS; do  # train (or go on); a finished run returns at once
     arm=${r%%:*}; seed=${r##*:}
     # a port a process: TRL's colocated engine opens a TCP store on MASTER_PORT (all on 29500
     # failed with EADDRINUSE but one, 2026-11-27)
-    MASTER_PORT=$((29600 + i)) CUDA_VISIBLE_DEVICES=$((i % ngpu)) timeout -k 10 $(budget 60) $S run $P \
+    MASTER_PORT=$((29800 + i)) CUDA_VISIBLE_DEVICES=$((i % ngpu)) timeout -k 10 $(budget 60) $S run $P \
         --output-dir $D --arm $arm --seed $seed >> "$OUT/train_$arm-seed$seed.log" 2>&1 &
     i=$((i + 1))
 done
@@ -41,11 +41,11 @@ wait
 i=0
 for r in $RUNS; do  # evaluate what finished (a finished evaluation is read back)
     arm=${r%%:*}; seed=${r##*:}
-    MASTER_PORT=$((29600 + i)) CUDA_VISIBLE_DEVICES=$((i % ngpu)) timeout -k 10 $(budget 20) \
+    MASTER_PORT=$((29800 + i)) CUDA_VISIBLE_DEVICES=$((i % ngpu)) timeout -k 10 $(budget 20) \
         $S eval $P --output-dir $D --arm $arm --seed $seed >> "$OUT/eval_$arm-seed$seed.log" 2>&1 &
     i=$((i + 1))
 done
-MASTER_PORT=$((29600 + i)) CUDA_VISIBLE_DEVICES=$((i % ngpu)) timeout -k 10 $(budget 20) \
+MASTER_PORT=$((29800 + i)) CUDA_VISIBLE_DEVICES=$((i % ngpu)) timeout -k 10 $(budget 20) \
     $S eval $P --output-dir $D --base >> "$OUT/eval_base.log" 2>&1 &
 wait
 $S export $P --output-dir $D --out "$OUT/$EXP.json" 2>&1 | tail -1
