@@ -218,6 +218,19 @@ def dataset_summary_path(dataset: str | os.PathLike) -> Path:
     return dataset.with_name(dataset.stem + ".summary.json")
 
 
+def stand_in_copy_path(data_dir: str | os.PathLike, name: str, limit: int | None,
+                       seed: int) -> Path:
+    """``<data_dir>/<name>/seed<seed>_n<limit>.jsonl`` (``seed<seed>_default.jsonl`` without a
+    limit): a generated benchmark stand-in's items written for a machine without its generator
+    (:func:`vdlib.evaluation.benchmarks.write_stand_in_copy`).
+
+    >>> stand_in_copy_path(".bench", "gsm_symbolic", 800, 10000).as_posix()
+    '.bench/gsm_symbolic/seed10000_n800.jsonl'
+    """
+    size = f"n{limit}" if limit else "default"
+    return Path(data_dir) / name / f"seed{seed}_{size}.jsonl"
+
+
 def verified_curriculum_path(run_dir: str | os.PathLike) -> Path:
     """``<run>/verified/curriculum.jsonl``: a curriculum-transfer run's verified training set."""
     return Path(run_dir) / "verified" / CURRICULUM_FILE

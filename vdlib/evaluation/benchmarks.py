@@ -371,9 +371,10 @@ def _jsonl_rows(path: Path) -> Iterable[tuple[str, dict[str, Any]]]:
 
 def stand_in_copy_path(name: str, data_dir: str | Path, limit: int | None, seed: int) -> Path:
     """Where :func:`write_stand_in_copy` keeps generated stand-in ``name``'s items for
-    (``limit``, ``seed``): ``<data_dir>/<name>/seed<seed>_n<limit>.jsonl``, or
-    ``seed<seed>_default.jsonl`` without a limit (the stand-in's default size)."""
-    return Path(data_dir) / name / f"seed{seed}_{f'n{limit}' if limit else 'default'}.jsonl"
+    (``limit``, ``seed``): :func:`vdlib.config.layout.stand_in_copy_path`."""
+    from vdlib.config.layout import stand_in_copy_path as path
+
+    return path(data_dir, name, limit, seed)
 
 
 def write_stand_in_copy(name: str, data_dir: str | Path, limit: int | None = None,
