@@ -27,6 +27,9 @@ c = load_params('$P')
 print(c.experiment, ' '.join(f'{a}:{s}' for a in c.arms for s in c.seeds))") \
     || { echo "cannot read $P"; exit 2; }
 S="python3 benchmarks/gpu_single_policy.py"
+python3 -c "import reasoning_gym" 2>/dev/null || ls .bench/gsm_symbolic/seed*_n*.jsonl > /dev/null 2>&1 \
+    || { echo "no reasoning-gym here and no .bench/gsm_symbolic: run \`.venv/bin/python" \
+         "benchmarks/gpu_single_policy.py data $P\` before the session and carry .bench"; exit 2; }
 mkdir -p "$D"
 i=0
 for r in $RUNS; do  # train (or go on); a finished run returns at once
