@@ -25,9 +25,7 @@ if [ -n "$GRAPHS" ]; then  # CUDA graphs in each run's engines (one engine a pro
     P=/tmp/single_policy_graphs.yaml
 fi
 END=${END:-$(( $(date +%s) + ${LIMIT:-560} ))}
-left() { echo $(( END - $(date +%s) )); }
-budget() { local s=$(( $(left) - $1 )); [ "$s" -lt 30 ] && s=30; echo $s; }  # seconds, >= 30
-. "$(dirname "$0")/gpu_env.sh"  # the wheels' site, offline, gpu_card
+. "$(dirname "$0")/gpu_env.sh"  # the wheels' site, offline, left, budget, bundle
 ngpu=$(nvidia-smi -L | wc -l)
 read -r EXP RUNS < <(python3 -c "
 from vdlib.config.experiment import load_params
@@ -67,5 +65,4 @@ done = [r for r in d['runs'] if r['pass1']]
 print(f\"{len(done)} of {len(d['runs'])} runs evaluated; base: {bool(d['base_pass1'])}\")
 if len(done) == len(d['runs']) and d['base_pass1']:
     print('all evaluated')"
-(cd "$OUT" && files=$(ls | grep -v '^bundle.tgz$') && [ -n "$files" ] \
-    && tar czf bundle.tgz --remove-files $files)
+bundle

@@ -26,13 +26,6 @@ mkdir -p "$OUT"
 P=${PARAMS:-params/gpu-small/main_table.yaml}  # PARAMS=params/gpu-small/fail_neg.yaml for the incentive arms
 D=${GS_DIR:-/tmp/gs}
 END=${END:-$(( $(date +%s) + ${LIMIT:-560} ))}
-left() { echo $(( END - $(date +%s) )); }
-budget() { local s=$(( $(left) - $1 )); [ "$s" -lt 30 ] && s=30; echo $s; }  # seconds, >= 30
-bundle() {
-    [ -n "$NO_BUNDLE" ] && return
-    (cd "$OUT" && files=$(ls | grep -v '^bundle.tgz$') && [ -n "$files" ] \
-        && tar czf bundle.tgz --remove-files $files)
-}
 if [ "$1" = install ]; then  # the wheel parts, .whl/ and vdlib's metadata: the session's step
     bash benchmarks/gpu_vllm_session.sh install > /tmp/install.log 2>&1
     rc=$?

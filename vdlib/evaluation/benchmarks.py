@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vdlib.config import layout
 from vdlib.config.experiment import KNOWN_BENCHMARKS
 from vdlib.engines.models import hub_offline
 from vdlib.method.parsing import strip_cot_suffix
@@ -26,7 +27,7 @@ from vdlib.utils.registry import Registry
 __all__ = ["BENCHMARKS", "BenchmarkSpec", "BenchmarkUnavailableError", "load_benchmark",
            "gsm8k_gold", "strip_dollars", "format_choices", "LETTERS", "BBH_TASKS",
            "OLYMPIADBENCH_SUBSETS", "OLYMPIADBENCH_910", "OLYMPIADBENCH_PHYSICS_FILE",
-           "stand_in_copy_path", "write_stand_in_copy"]
+           "write_stand_in_copy"]
 
 logger = logging.getLogger(__name__)
 
@@ -369,19 +370,12 @@ def _jsonl_rows(path: Path) -> Iterable[tuple[str, dict[str, Any]]]:
             yield f"{path}:{n}", row
 
 
-def stand_in_copy_path(name: str, data_dir: str | Path, limit: int | None, seed: int) -> Path:
-    """Where :func:`write_stand_in_copy` keeps generated stand-in ``name``'s items for
-    (``limit``, ``seed``): :func:`vdlib.config.layout.stand_in_copy_path`."""
-    from vdlib.config.layout import stand_in_copy_path as path
-
-    return path(data_dir, name, limit, seed)
-
-
 def write_stand_in_copy(name: str, data_dir: str | Path, limit: int | None = None,
                         seed: int = 0) -> Path:
     """Generate offline stand-in ``name``'s items (e.g. ``gsm_symbolic`` from reasoning-gym) and
-    write them to :func:`stand_in_copy_path`, for a machine without the generator's package:
-    :func:`load_benchmark` with that ``data_dir`` then reads the copy (the same items)."""
+    write them to :func:`vdlib.config.layout.stand_in_copy_path`, for a machine without the
+    generator's package: :func:`load_benchmark` with that ``data_dir`` then reads the copy
+    (the same items)."""
     from vdlib.utils.artifacts import atomic_write_text
 
     spec = BENCHMARKS.get(name)
@@ -389,7 +383,7 @@ def write_stand_in_copy(name: str, data_dir: str | Path, limit: int | None = Non
         raise ValueError(f"benchmark {name!r} is not a generated stand-in; allowed: "
                          + ", ".join(n for n in BENCHMARKS.names() if BENCHMARKS.get(n).load))
     items = spec.load(limit, seed)
-    path = stand_in_copy_path(name, data_dir, limit, seed)
+    path = layout.stand_in_copy_path(data_dir, name, limit, seed)
     path.parent.mkdir(parents=True, exist_ok=True)
     return atomic_write_text(path, "".join(json.dumps(it, sort_keys=True) + "\n" for it in items))
 
@@ -399,7 +393,7 @@ def _read_stand_in_copy(spec: BenchmarkSpec, data_dir: str | Path | None, limit:
     """The items of a copy written by :func:`write_stand_in_copy`, or None when there is none."""
     if data_dir is None:
         return None
-    path = stand_in_copy_path(spec.name, data_dir, limit, seed)
+    path = layout.stand_in_copy_path(data_dir, spec.name, limit, seed)
     if not path.is_file():
         return None
     items = [row for _, row in _jsonl_rows(path)]
