@@ -19,7 +19,7 @@ P=${PARAMS:-params/gpu-small/single_policy.yaml}
 D=${GS_DIR:-/tmp/sp}
 if [ -n "$GRAPHS" ]; then  # CUDA graphs in each run's engines (one engine a process here; the
     # notebook runs its engines one after another in one process, hence eager in the file).
-    # Not yet run on a GPU: eager decoding is ~5 s of attempt 1's 8.3 s steps. Each run's
+    # Not yet run on a GPU; the gain is a guess (attempt 1 measured 8.3 s steps, eager). Each run's
     # config.yaml records which it used.
     sed 's/enforce_eager: true/enforce_eager: false/' "$P" > /tmp/single_policy_graphs.yaml
     P=/tmp/single_policy_graphs.yaml
