@@ -2,7 +2,9 @@
 # installed (gpu_small.sh install): refuse a released machine, put the installed packages and
 # the checkout on the path, keep everything offline; `gpu_card` prints h100, h200, a100, b200
 # or gpu for GPU 0; `left` / `budget N` the seconds to $END (budget: less N, at least 30);
-# `bundle` packs what is in $OUT into $OUT/bundle.tgz (NO_BUNDLE=1 skips it).
+# `bundle` packs what is in $OUT into $OUT/bundle.tgz (NO_BUNDLE=1 skips it); `graphs_copy P`
+# writes a /tmp copy of params P with CUDA graphs (engine.enforce_eager: false) and prints its
+# path (GRAPHS=1 in the scripts; each run's config.yaml records which mode it ran).
 test -d /tmp/site || { echo "machine was released: send the parts again"; exit 3; }
 export PYTHONPATH=/tmp/site:$PWD:/tmp/vdsite VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 \
     TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
@@ -15,4 +17,10 @@ bundle() {
     [ -n "$NO_BUNDLE" ] && return
     (cd "$OUT" && files=$(ls | grep -v '^bundle.tgz$') && [ -n "$files" ] \
         && tar czf bundle.tgz --remove-files $files)
+}
+graphs_copy() {
+    local c=/tmp/graphs_$(basename "$1")
+    sed 's/enforce_eager: true/enforce_eager: false/' "$1" > "$c" && grep -q "enforce_eager: false" "$c" \
+        || { echo "graphs_copy: no enforce_eager in $1" >&2; return 1; }
+    echo "$c"
 }

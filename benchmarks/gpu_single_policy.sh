@@ -17,15 +17,11 @@ OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 P=${PARAMS:-params/gpu-small/single_policy.yaml}
 D=${GS_DIR:-/tmp/sp}
-if [ -n "$GRAPHS" ]; then  # CUDA graphs in each run's engines (one engine a process here; the
-    # notebook runs its engines one after another in one process, hence eager in the file).
-    # Not yet run on a GPU; the gain is a guess (attempt 1 measured 8.3 s steps, eager). Each run's
-    # config.yaml records which it used.
-    sed 's/enforce_eager: true/enforce_eager: false/' "$P" > /tmp/single_policy_graphs.yaml
-    P=/tmp/single_policy_graphs.yaml
-fi
 END=${END:-$(( $(date +%s) + ${LIMIT:-560} ))}
-. "$(dirname "$0")/gpu_env.sh"  # the wheels' site, offline, left, budget, bundle
+. "$(dirname "$0")/gpu_env.sh"  # the wheels' site, offline, left, budget, bundle, graphs_copy
+# GRAPHS=1: CUDA graphs in each run's engines (one engine a process here; the notebook runs its
+# engines one after another in one process, hence eager in the file)
+if [ -n "$GRAPHS" ]; then P=$(graphs_copy "$P") || exit 2; fi
 ngpu=$(nvidia-smi -L | wc -l)
 read -r EXP RUNS < <(python3 -c "
 from vdlib.config.experiment import load_params

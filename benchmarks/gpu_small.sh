@@ -15,7 +15,9 @@
 #   (GRAPHS_BENCH=1 also runs benchmarks/cudagraph_modes.py on the spare GPU, once)
 #   bash benchmarks/gpu_small.sh eval 0     # the final solvers (one job per arm and seed on N GPUs)
 #   bash benchmarks/gpu_small.sh export 0   # $OUT/<experiment>.json (gpu_small_main.json) and runs/
-# PARAMS=params/gpu-small/<file>.yaml runs another experiment's arms the same way (issue 30).
+# PARAMS=params/gpu-small/<file>.yaml runs another experiment's arms the same way (issue 30);
+# two grids at once take their own OUT, GS_DIR, GRID_GPUS, VDLIB_GRID_PORT_BASE and, for eval,
+# EVAL_OFFSET (the first GPU of its round robin).
 # Exports of different machine holds join with `python benchmarks/gpu_small.py merge`.
 # Time: every step ends by END (epoch seconds; default: LIMIT seconds, 560, from its start), so
 # that install and grid can share one 10-minute command: END=$(($(date +%s) + 580)) before both.
@@ -32,7 +34,10 @@ if [ "$1" = install ]; then  # the wheel parts, .whl/ and vdlib's metadata: the 
     tail -3 /tmp/install.log
     exit $rc
 fi
-. "$(dirname "$0")/gpu_env.sh"  # the wheels' site, offline, gpu_card
+. "$(dirname "$0")/gpu_env.sh"  # the wheels' site, offline, gpu_card, graphs_copy
+# GRAPHS=1: the runs' engines with CUDA graphs (under engine.lifetime run, one engine a process,
+# compiled once); the same params otherwise. Every command of a run must use the same mode.
+if [ -n "$GRAPHS" ]; then P=$(graphs_copy "$P") || exit 2; fi
 step=$1
 shift
 seeds="$*"
@@ -91,7 +96,7 @@ eval)
         if [ "$ngpu" -gt 1 ]; then jobs="$seeds"; else jobs="all"; fi
         for s in $jobs; do
             if [ "$s" = all ]; then sel="$seeds"; log=$arm; else sel=$s; log=$arm-seed$s; fi
-            CUDA_VISIBLE_DEVICES=$((i % ngpu)) timeout $(budget 10) python3 \
+            CUDA_VISIBLE_DEVICES=$(((i + ${EVAL_OFFSET:-0}) % ngpu)) timeout $(budget 10) python3 \
                 benchmarks/gpu_small.py eval-runs $P --output-dir $D --seeds $sel --arms $arm \
                 > "$OUT/gpu_small_eval_$log.log" 2>&1 &
             i=$((i + 1))
