@@ -293,6 +293,37 @@ def test_warm_start_target_loss_equals_the_models_own_loss():
     assert torch.allclose(grad, model.get_output_embeddings().weight.grad, atol=1e-6)
 
 
+def test_warm_start_can_train_only_the_top_layers():
+    """``warm_start.train_layers``: the top N layers and the final norm change, every other
+    weight (embeddings, lower layers) is bitwise the base's; 0 trains all, N above the model's
+    layer count every layer; a model without decoder layers is refused naming the key."""
+    from vdlib.config.config_sections import WarmStartConfig
+    from vdlib.engines.models import load_model
+    from vdlib.loop.warm_start import batch_loss, trainable_parameters
+
+    model, tok = load_model("tiny-random", dtype="float32", device="cpu")
+    n = len(model.model.layers)
+    assert len(trainable_parameters(model, 0)) == len(list(model.parameters()))
+    before = {k: p.detach().clone() for k, p in model.named_parameters()}
+    params = trainable_parameters(model, 1)
+    assert {id(p) for p in params} == {id(p) for p in model.parameters() if p.requires_grad}
+    opt = torch.optim.AdamW(params, lr=1e-2)
+    g = torch.Generator().manual_seed(0)
+    rows = [(torch.randint(5, 1000, (12,), generator=g).tolist(), 6) for _ in range(2)]
+    batch_loss(model, rows, [], 0, "cpu").backward()
+    opt.step()
+    top = f"model.layers.{n - 1}."
+    for k, p in model.named_parameters():
+        changed = not torch.equal(p, before[k])
+        assert changed == (k.startswith(top) or k.startswith("model.norm")), k
+    every = trainable_parameters(model, n + 5)  # more than the model has: every layer
+    assert len(every) == sum(1 for k, _ in model.named_parameters()
+                             if k.startswith(("model.layers.", "model.norm")))
+    with pytest.raises(ValueError, match="warm_start.train_layers"):
+        trainable_parameters(torch.nn.Linear(2, 2), 1)
+    assert WarmStartConfig().train_layers == 0
+
+
 def test_warm_start_batches_share_the_proposer_prompt_with_the_same_loss_and_gradient():
     """Rows that begin with the proposer prompt share one forward pass of it: the loss and
     gradient of the right-padded batch (target_loss), whatever the mix of rows."""

@@ -312,11 +312,17 @@ class WarmStartConfig:
                           le=10**7)
     steps: int = param(24, "Optimizer steps of the SFT warm-start (24 x 4 examples, half "
                        "proposer, half solver: then all of SmolLM2's proposer outputs parse at "
-                       "temperature 1.0 without a mask and 75% with alpha 0.75, measured).",
+                       "temperature 1.0 without a mask and 75% with alpha 0.75, measured with "
+                       "every weight trained at learning_rate 2e-4).",
                        gt=0, le=10**7)
     batch_size: int = param(4, "Batch size of the SFT warm-start.", gt=0, le=65536)
     learning_rate: float = param(2e-4, "Learning rate of the SFT warm-start.", gt=0,
                                    le=1)
+    train_layers: int = param(0, "Train only the top N decoder layers (all of a model with "
+                              "fewer) and the final norm in the SFT warm-start, the embeddings "
+                              "(tied to SmolLM2's output layer) and lower layers frozen: 2.8x "
+                              "faster a step on 2 CPU cores at N = 6 of 30; 0 trains every "
+                              "weight.", ge=0, le=10**4)
 
 
 @dataclass

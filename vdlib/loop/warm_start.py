@@ -28,7 +28,8 @@ from vdlib.config.experiment import WarmStartConfig
 from vdlib.engines.models import default_cache_dir, load_model
 from vdlib.method.prompts import proposer_prompt, solver_prompt
 
-__all__ = ["format_examples", "warm_start_dir", "sft", "target_loss", "batch_loss"]
+__all__ = ["format_examples", "warm_start_dir", "sft", "target_loss", "batch_loss",
+           "trainable_parameters"]
 
 logger = logging.getLogger(__name__)
 
@@ -193,12 +194,33 @@ def batch_loss(model: Any, rows: list[tuple[list[int], int]], prefix: list[int],
     return total / count
 
 
+def trainable_parameters(model: Any, top_layers: int = 0) -> list[torch.nn.Parameter]:
+    """The parameters the warm-start trains: all of them (``top_layers`` 0), or the last
+    ``top_layers`` decoder layers (every layer of a model with fewer) and the final norm, every
+    other weight frozen (``requires_grad`` False: no gradient flows below the lowest trained
+    layer, which is where the time goes). A model without ``model.layers`` / ``model.norm`` is
+    refused."""
+    if not top_layers:
+        return list(model.parameters())
+    inner = getattr(model, "model", None)
+    layers, norm = getattr(inner, "layers", None), getattr(inner, "norm", None)
+    if layers is None or norm is None:
+        raise ValueError(f"warm_start.train_layers: {type(model).__name__} has no "
+                         "model.layers / model.norm; use 0 (train every weight)")
+    model.requires_grad_(False)
+    keep = [*layers[max(0, len(layers) - top_layers):], norm]
+    for module in keep:
+        module.requires_grad_(True)
+    return [p for module in keep for p in module.parameters()]
+
+
 def sft(model: Any, tokenizer: Any, cfg: WarmStartConfig, seed: int = 0) -> list[float]:
     """Fine-tune ``model`` in place on the proposer format; returns the loss per step."""
     rows = _rows(tokenizer, cfg.examples, seed)
     prefix = tokenizer(proposer_prompt(tokenizer), add_special_tokens=False)["input_ids"]
     device = next(model.parameters()).device
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate, weight_decay=0.0)
+    params = trainable_parameters(model, cfg.train_layers)
+    opt = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=0.0)
     gen = torch.Generator().manual_seed(seed)
     model.train()
     losses = []
@@ -207,11 +229,12 @@ def sft(model: Any, tokenizer: Any, cfg: WarmStartConfig, seed: int = 0) -> list
         batch = [rows[i] for i in idx]
         loss = batch_loss(model, batch, prefix, tokenizer.pad_token_id or 0, device)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
         losses.append(float(loss.detach()))
     model.eval()
+    model.requires_grad_(True)
     return losses
 
 
@@ -227,6 +250,8 @@ def warm_start_dir(base_model: str, cfg: WarmStartConfig, *, seed: int = 0,
 
     settings = {"base": base_model, "examples": cfg.examples, "steps": cfg.steps,
                 "batch_size": cfg.batch_size, "lr": cfg.learning_rate, "seed": seed, "v": 4}
+    if cfg.train_layers:  # absent when 0, so that earlier cached warm-starts keep their key
+        settings["train_layers"] = cfg.train_layers
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
     root = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
     target = root / "warm_start" / f"{Path(base_model).name}-{key}"
