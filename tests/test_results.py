@@ -391,3 +391,27 @@ def test_paper_table_puts_the_papers_printed_cells_beside_ours():
     assert train["ours"] == "2.5 ± 0.4"  # population SD 0.5 / sqrt(2)
     assert train["paper Qwen3-4B"] == "85.4 ± 1.1"
     assert anneal["paper Qwen3-4B"] == "" and anneal["paper Qwen3-8B"] == ""  # no paper row
+
+
+def test_results_md_interim_hold_a_is_what_interim_py_prints():
+    """docs/RESULTS.md's interim section (issue 30, Hold A): its block is what the script prints
+    from the committed partial JSON and the main table's, and the prose quotes only numbers
+    the block holds (the hold's date and sizes aside)."""
+    import importlib.util
+    import re
+
+    path = ROOT / "benchmarks/results/gpu_small/holdA_h100x4_partial/interim.py"
+    spec = importlib.util.spec_from_file_location("gpu_small_interim", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    text = (ROOT / "docs" / "RESULTS.md").read_text(encoding="utf-8")
+    body = mod.block()
+    assert mod.embedded(text) == body
+    section = text[text.index("## Interim (issue 30)"):]
+    section = section[:section.index("\n## ", 1)]
+    after = section[section.index(mod.END) + len(mod.END):]
+    printed = set(re.findall(r"[+−-]?\d+\.\d+", body.replace("-", "−")))
+    quoted = re.findall(r"[+−-]?\d+\.\d+", after)
+    assert len(quoted) >= 15
+    assert [q for q in quoted if q.replace("-", "−") not in printed
+            and q.lstrip("+−-") not in {p.lstrip("+−-") for p in printed}] == []
