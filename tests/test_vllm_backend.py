@@ -522,10 +522,12 @@ class _Worker:
 
 
 def test_shared_gpu_sleep_check_is_a_warning_not_a_failure(caplog):
-    sleep = vb.tolerant_sleep(_Worker.sleep)
-    assert vb.tolerant_sleep(sleep) is sleep  # wrapped once
-    w = _Worker(vb.SHARED_GPU_SLEEP_ASSERTION)
-    with caplog.at_level("WARNING", logger=vb.logger.name):
+    from vdlib.engines import vllm_sleep as vs
+
+    sleep = vs.tolerant_sleep(_Worker.sleep)
+    assert vs.tolerant_sleep(sleep) is sleep  # wrapped once
+    w = _Worker(vs.SHARED_GPU_SLEEP_ASSERTION)
+    with caplog.at_level("WARNING", logger=vs.logger.name):
         assert sleep(w, level=2) is None
     assert w.released == 1 and "another process on this GPU" in caplog.text
     assert sleep(_Worker(None), level=2) == 2  # a clean sleep is unchanged
@@ -534,6 +536,8 @@ def test_shared_gpu_sleep_check_is_a_warning_not_a_failure(caplog):
 
 
 def test_tolerate_shared_gpu_sleep_wraps_the_installed_worker(monkeypatch):
+    from vdlib.engines import vllm_sleep as vs
+
     names = ["vllm", "vllm.v1", "vllm.v1.worker", "vllm.v1.worker.gpu_worker"]
     mods = {n: types.ModuleType(n) for n in names}
     cls = type("Worker", (), {"sleep": _Worker.sleep})
@@ -541,10 +545,12 @@ def test_tolerate_shared_gpu_sleep_wraps_the_installed_worker(monkeypatch):
     mods["vllm.v1.worker"].gpu_worker = mods["vllm.v1.worker.gpu_worker"]
     for n, m in mods.items():
         monkeypatch.setitem(sys.modules, n, m)
-    assert vb.tolerate_shared_gpu_sleep() and vb.tolerate_shared_gpu_sleep()
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")  # restored after the test
+    vb.use_inprocess_engines()  # wraps it, as every engine's start does
+    assert cls.sleep._vdlib_tolerant and vs.tolerate_shared_gpu_sleep()
     w = cls.__new__(cls)
-    w.message, w.released = vb.SHARED_GPU_SLEEP_ASSERTION, 0
+    w.message, w.released = vs.SHARED_GPU_SLEEP_ASSERTION, 0
     assert w.sleep() is None and w.released == 1
     monkeypatch.setitem(sys.modules, "vllm.v1.worker.gpu_worker", None)  # import fails
     monkeypatch.delattr(mods["vllm.v1.worker"], "gpu_worker")
-    assert vb.tolerate_shared_gpu_sleep() is False
+    assert vs.tolerate_shared_gpu_sleep() is False

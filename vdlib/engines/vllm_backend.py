@@ -36,7 +36,6 @@ an ``LLM`` is :class:`vdlib.engines.vllm_engine.VLLMEngine`.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import os
 import time
@@ -53,8 +52,7 @@ from vdlib.method.vocab_dropout import VocabDropout, apply_mask, check_alpha
 __all__ = ["ARG_KEYS", "ROUTES", "MaskSpec", "RequestMasks", "extra_args", "parse_extra_args",
            "logits_processor_class", "vllm_interfaces", "require_vllm",
            "entry_point_registered", "processor_fqcns", "build_llm", "shutdown_llm",
-           "ENTRY_POINT_GROUP", "PROCESSOR_FQCN", "use_inprocess_engines", "trl_llm_kwargs",
-           "tolerant_sleep", "tolerate_shared_gpu_sleep", "SHARED_GPU_SLEEP_ASSERTION"]
+           "ENTRY_POINT_GROUP", "PROCESSOR_FQCN", "use_inprocess_engines", "trl_llm_kwargs"]
 
 logger = logging.getLogger(__name__)
 
@@ -326,55 +324,12 @@ def use_inprocess_engines() -> None:
     the engine here), vLLM caches its environment once the first engine starts (so all engines
     of a process must agree), and an in-process engine's memory is freed by
     :func:`shutdown_llm` without a child process to reap. Servers vdlib starts drop it again.
-    Also :func:`tolerate_shared_gpu_sleep` (the in-process worker is this process's)."""
+    Also :func:`vdlib.engines.vllm_sleep.tolerate_shared_gpu_sleep` (the in-process worker is
+    this process's)."""
+    from vdlib.engines.vllm_sleep import tolerate_shared_gpu_sleep
+
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     tolerate_shared_gpu_sleep()
-
-
-#: vLLM's check after an engine sleeps (vllm/v1/worker/gpu_worker.py, 0.25.1)
-SHARED_GPU_SLEEP_ASSERTION = "Memory usage increased after sleeping."
-
-
-def tolerant_sleep(sleep: Any) -> Any:
-    """``Worker.sleep`` that survives vLLM's accounting check on a GPU other processes share.
-
-    vLLM compares the device's free memory before and after the engine releases its weights and
-    KV cache, and asserts that it grew. Another process on the same GPU (three runs a card, as
-    ``vdlib grid`` places them) can allocate more in between than the engine released: one of
-    twelve runs failed so on 4 x H100, 2026-11-28, though its sleep had freed 8.3 GiB. The check
-    comes after the release and only precedes a log line, so this wrapper logs a warning in its
-    place; any other AssertionError propagates."""
-    if getattr(sleep, "_vdlib_tolerant", False):
-        return sleep
-
-    @functools.wraps(sleep)
-    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return sleep(self, *args, **kwargs)
-        except AssertionError as err:
-            if str(err) != SHARED_GPU_SLEEP_ASSERTION:
-                raise
-            logger.warning("vLLM engine asleep, but the GPU had less free memory afterwards than "
-                           "before: another process on this GPU allocated meanwhile (vLLM's "
-                           "check is device-wide); going on")
-            return None
-
-    wrapper._vdlib_tolerant = True  # type: ignore[attr-defined]
-    return wrapper
-
-
-def tolerate_shared_gpu_sleep() -> bool:
-    """Wrap the installed vLLM's ``Worker.sleep`` with :func:`tolerant_sleep` (once); False where
-    vLLM (or its GPU worker) is not importable."""
-    try:
-        from vllm.v1.worker import gpu_worker
-    except Exception:  # noqa: BLE001 - no vLLM, or one without a CUDA build: nothing to wrap
-        return False
-    worker = getattr(gpu_worker, "Worker", None)
-    if worker is None or not callable(getattr(worker, "sleep", None)):
-        return False
-    worker.sleep = tolerant_sleep(worker.sleep)
-    return True
 
 
 def build_llm(model: str, *, dtype: str = "bfloat16", gpu_memory_utilization: float = 0.4,
