@@ -5,8 +5,6 @@ import os
 os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers / huggingface_hub are imported
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ["TOKENIZERS_PARALLELISM"] = "false"
-# no background import process per notebook run in the tests (vdlib.utils.bytecode has its own)
-os.environ.setdefault("VDLIB_WARM_BYTECODE", "0")
 
 import pytest  # noqa: E402
 

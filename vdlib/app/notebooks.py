@@ -131,24 +131,18 @@ def run_notebooks(profile: str, only: list[str] | None, notebooks_dir: Path, par
     """Plan, then execute each job with papermill (skipping complete ones unless ``force``);
     returns the jobs with their status and seconds. Each kernel runs quiet
     (:mod:`vdlib.utils.terminal`): tqdm bars off (progress is the heartbeat's log lines), the known
-    warnings of the pinned dependencies filtered. Before the first kernel starts, the arms'
-    workers' imports are compiled in the background (:func:`vdlib.utils.bytecode.warm_bytecode`)."""
+    warnings of the pinned dependencies filtered."""
     import papermill
 
     from vdlib.utils.terminal import KERNEL_ARGUMENTS, quiet_env
 
     jobs = plan_jobs(profile, only, notebooks_dir, params_dir, output_dir, seeds)
-    warming = None
     for job in jobs:
         if not force and is_complete(job):
             job.status = "skipped"
             logger.info("%s: complete (%s), skipped", job.name, job.report)
             continue
         job.output.parent.mkdir(parents=True, exist_ok=True)
-        if warming is None:  # the workers' imports compiled while the first kernel starts
-            from vdlib.utils.bytecode import warm_bytecode
-
-            warming = warm_bytecode() or False
         logger.info("running %s with %s -> %s", job.notebook.name, job.params_file, job.output)
         start = time.perf_counter()
         try:
@@ -167,8 +161,6 @@ def run_notebooks(profile: str, only: list[str] | None, notebooks_dir: Path, par
             job.status, job.error = "failed", f"{type(e).__name__}: {str(e)[:500]}"
             logger.error("%s failed: %s", job.name, job.error)
         job.seconds = round(time.perf_counter() - start, 1)
-    if warming:
-        warming.wait()
     return jobs
 
 
