@@ -254,7 +254,9 @@ def test_trl_trainer_logs_into_the_run_tensorboard_folder(tmp_path):
 
 def _wandb_records(run_dir: Path) -> tuple[list[dict[str, str]], list[tuple[str, str]]]:
     """History rows and metric definitions ``(name or glob, x axis)`` of the offline ``.wandb``
-    file (LevelDB log records of wandb's protobuf)."""
+    file (LevelDB log records of wandb's protobuf), up to the last complete record (the test
+    reads the file while wandb's service may still be writing it: a half-written record failed
+    to parse once under load, 2026-11-28)."""
     from wandb.proto import wandb_internal_pb2 as pb
 
     (path,) = run_dir.glob("tracking/wandb/offline-run-*/run-*.wandb")
@@ -264,6 +266,8 @@ def _wandb_records(run_dir: Path) -> tuple[list[dict[str, str]], list[tuple[str,
             pos += block - pos % block
             continue
         _crc, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        if pos + 7 + length > len(data):  # the service is still writing this record
+            break
         buf, pos = buf + data[pos + 7:pos + 7 + length], pos + 7 + length
         if kind in (1, 4):  # a full record, or the last piece of one
             record = pb.Record.FromString(buf)
