@@ -38,7 +38,7 @@ def step_seconds(cfg, steps: int) -> tuple[float, list[float]]:
         losses = warm_start.sft(model, tok, dataclasses.replace(cfg, steps=steps), 0)
     finally:
         warm_start.batch_loss = orig
-    gaps = [b - a for a, b in zip(times[1:], times[2:])]
+    gaps = [b - a for a, b in zip(times[1:-1], times[2:], strict=True)]
     return sum(gaps) / len(gaps), losses
 
 
