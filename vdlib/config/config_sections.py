@@ -322,7 +322,8 @@ class WarmStartConfig:
                               "fewer) and the final norm in the SFT warm-start, the embeddings "
                               "(tied to SmolLM2's output layer) and lower layers frozen: 2.5x "
                               "faster a step on 2 CPU cores at N = 6 of 30 "
-                              "(benchmarks/warm_start_speed.py); 0 trains every weight.", ge=0, le=10**4)
+                              "(benchmarks/warm_start_speed.py); 0 trains every weight.",
+                              ge=0, le=10**4)
 
 
 @dataclass
