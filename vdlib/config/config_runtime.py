@@ -71,6 +71,13 @@ class EngineConfig:
                           "solver of different architectures.", choices=("run", "stage"))
     enforce_eager: bool = param(False, "vLLM without CUDA graphs: faster start, slower "
                                 "decoding (small smoke runs).")
+    cpu_dtype: str = param("float32", "hf backend on CPU: weights dtype of the sampling "
+                           "stages' engines (the K questions, scoring, the proposer reward's "
+                           "answers, evaluation); GRPO training and its rollouts stay in "
+                           "float32. bfloat16 decodes ~1.4-1.6x faster on one core of a CPU "
+                           "with AVX512-BF16 (benchmarks/cpu_dtype_speed.py) and slower on "
+                           "one without; the GPU profiles sample in model.dtype instead.",
+                           choices=("float32", "bfloat16"))
     batch_size: int = param(64, "hf backend: prompts x samples per generate call (solver "
                             "scoring, the proposer reward).", gt=0, le=65536)
     server_url: str | None = param(None, "server backend: base URL of a running vLLM server "

@@ -193,8 +193,12 @@ def open_engine(ecfg: EngineConfig, model: str, *, device: str = "cpu",
     if kind == "hf":
         from vdlib.engines.generation import HFEngine
 
-        hf_model, tok = load_model(model, dtype=dtype if device != "cpu" else "float32",
+        hf_model, tok = load_model(model, dtype=dtype if device != "cpu" else ecfg.cpu_dtype,
                                    device=device, cache_dir=cache_dir)
+        if hf_model.device.type == "cpu" and str(hf_model.dtype) == "torch.bfloat16":
+            # torch's CPU SDPA kernel decodes bfloat16 slower than float32 at this context
+            # length; transformers' eager attention does not (benchmarks/cpu_dtype_speed.py)
+            hf_model.set_attn_implementation("eager")
         try:
             yield HFEngine(hf_model, tok, batch_size=batch_size or ecfg.batch_size,
                            show_progress=show_progress, round_tokens=round_tokens)
