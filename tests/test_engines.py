@@ -34,6 +34,27 @@ def test_hf_engine_per_stage_generates_and_is_released():
         assert len(out) == 4 and all(len(s.token_ids) <= 4 for s in out)
 
 
+def test_cpu_dtype_sets_the_cpu_sampling_engines_weights_and_attention():
+    """engine.cpu_dtype: float32 (default) keeps the checkpoint's weights and SDPA; bfloat16
+    loads bfloat16 weights with transformers' eager attention (torch's CPU SDPA decodes bfloat16
+    slower), and the engine still samples the masked ids never; a bad value names the values."""
+    with open_engine(EngineConfig(backend="hf"), "tiny-random", device="cpu",
+                     show_progress=False) as engine:
+        assert engine.model.dtype == torch.float32
+        assert engine.model.config._attn_implementation != "eager"
+    with open_engine(EngineConfig(backend="hf", cpu_dtype="bfloat16"), "tiny-random",
+                     device="cpu", show_progress=False) as engine:
+        assert engine.model.dtype == torch.bfloat16
+        assert engine.model.config._attn_implementation == "eager"
+        vd = VocabDropout(engine.tokenizer, 0.5, vocab_width=engine.model.config.vocab_size)
+        out = engine.generate(["a", "b"], n=2, max_new_tokens=6, seed=0, vocab_dropout=vd,
+                              mask_seed=3)
+        allowed = vd.sample(3)
+        assert out and all(allowed[t] for s in out for t in s.token_ids)
+    with pytest.raises(ConfigError, match=r"engine\.cpu_dtype = 'float16'.*float32, bfloat16"):
+        load_params({"engine": {"cpu_dtype": "float16"}})
+
+
 def test_unknown_backend_is_a_config_error_naming_the_values():
     with pytest.raises(ConfigError, match=r"engine\.backend = 'tgi'.*hf, vllm, server"):
         load_params({"engine": {"backend": "tgi"}})

@@ -74,9 +74,11 @@ class EngineConfig:
     cpu_dtype: str = param("float32", "hf backend on CPU: weights dtype of the sampling "
                            "stages' engines (the K questions, scoring, the proposer reward's "
                            "answers, evaluation); GRPO training and its rollouts stay in "
-                           "float32. bfloat16 decodes ~1.4-1.6x faster on one core of a CPU "
-                           "with AVX512-BF16 (benchmarks/cpu_dtype_speed.py) and slower on "
-                           "one without; the GPU profiles sample in model.dtype instead.",
+                           "float32. bfloat16 (with eager attention) sampled the "
+                           "quickstart's questions 1.29x and its scoring 1.43x faster on one "
+                           "core of an AMD EPYC with AVX512-BF16 "
+                           "(benchmarks/results/cpu_dtype_speed_cpu.txt); a CPU without it "
+                           "emulates bfloat16. The GPU profiles sample in model.dtype.",
                            choices=("float32", "bfloat16"))
     batch_size: int = param(64, "hf backend: prompts x samples per generate call (solver "
                             "scoring, the proposer reward).", gt=0, le=65536)

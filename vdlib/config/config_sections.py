@@ -78,6 +78,14 @@ class GRPOConfig:
     kl_beta: float = param(1e-2, f"KL penalty coefficient (low-variance k3 KL). {PAPER}.", ge=0,
                             le=1000)
     gradient_checkpointing: bool = param(True, f"Gradient checkpointing. {PAPER}: enabled.")
+    skip_null_backward: bool = param(False, "Skip the backward pass of a micro-batch whose "
+                                     "advantages are all 0 at the phase's first optimizer step "
+                                     "(one process): the policy then equals the reference and "
+                                     "the old policy, so the gradient is 0 by construction and "
+                                     "only AdamW's weight decay (lr x weight_decay a step, "
+                                     "1e-8) is skipped with it; the loss and its metrics are "
+                                     "still computed. Off in the paper; the quickstart's 135M "
+                                     "policies mostly get equal rewards within a group.")
     precision: str = param("bfloat16", f"Training precision. {PAPER}: bfloat16.",
                            choices=("float32", "bfloat16", "float16"))
     optimizer_offload: bool = param(False, "Keep AdamW's fp32 master weights and moments in "

@@ -108,6 +108,7 @@ def grpo_on_problems(model: Any, tok: Any, problems: Sequence[dict[str, Any]], g
                                     vocab_dropout=vocab_dropout, mask_seed_fn=mask_seed_fn,
                                     loss_variant=g.loss_variant, cov=cov_settings(g),
                                     offload_max_grad_norm=role_max_grad_norm(g),
+                                    skip_null_backward=g.skip_null_backward,
                                     rollout_llm_kwargs=llm_kwargs,
                                     rollout_llm_factory=trl_engine[0])
         resume = last_checkpoint(work_dir) if checkpoint_every > 0 else None

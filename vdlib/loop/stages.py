@@ -113,7 +113,8 @@ def _train_proposer(store: ModelStore, t: int, out: Path, solver_engine: Any) ->
             mask_seed_fn=(lambda step: mask_seed(cfg.seed, t, "train", step)) if vd else None,
             loss_variant=g.loss_variant, rollout_llm_kwargs=rollout_llm_kwargs(cfg.engine),
             rollout_llm_factory=factory,
-            cov=cov_settings(g), offload_max_grad_norm=role_max_grad_norm(g))
+            cov=cov_settings(g), offload_max_grad_norm=role_max_grad_norm(g),
+            skip_null_backward=g.skip_null_backward)
         trainer_box.append(trainer)
         trainer.train()
     release_rollout_engine(trainer)

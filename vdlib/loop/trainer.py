@@ -8,11 +8,10 @@
   output embedding (``lm_head``) that exists only for the duration of ``generate``; on TRL's vLLM
   path (``use_vllm``, colocate or server) through the vdlib seeded processor's ``extra_args``
   (:mod:`vdlib.engines.vllm_backend`; TRL's vLLM loads the processor from vdlib's entry point).
-  Every rollout batch is checked: no sampled id is one the batch's mask drops. The loss forward pass
-  runs without the hook, so the GRPO update uses **full-vocabulary**
-  log-probabilities (paper, Sec. "Vocabulary dropout"). vLLM importance-sampling correction is
-  turned off whenever a mask is active (under a mask every ratio pi_full / pi_masked <= 1 and TRL
-  would down-weight whole sequences).
+  Every rollout batch is checked: no sampled id is one the batch's mask drops. The loss forward
+  runs without the hook, so the GRPO update uses **full-vocabulary** log-probabilities (paper,
+  Sec. "Vocabulary dropout"). vLLM importance-sampling correction is off whenever a mask is
+  active (under a mask every ratio pi_full / pi_masked <= 1: TRL would down-weight sequences).
 - **Loss variants.** ``grpo`` is TRL's clipped surrogate with the k3 KL term and token-mean
   aggregation over the generation batch (``loss_type="dapo"``); ``kl_cov`` and ``clip_cov`` (the
   paper's entropy-control baselines, proposer only) replace the policy term with
@@ -25,7 +24,9 @@
   ``cov["experience_micro_batch"]`` (config ``micro_batch_size_experience``, the paper's 4), as
   verl's and EasyR1's ``compute_log_prob`` do before every update; ``detach`` keeps TRL's rule
   (the update's own log-probs, detached, whenever TRL skips its pass: exactly on-policy, where
-  KL-Cov's term is 0). See docs/experiments.md, "KL-Cov on-policy".
+  KL-Cov's term is 0). See docs/experiments.md, "KL-Cov on-policy". ``skip_null_backward``
+  (config of that name) skips the backward of a micro-batch whose gradient is 0 by construction
+  (:func:`vdlib.method.grpo.null_gradient`).
 
 Batch sizes follow verl's meaning, which the paper's table uses: ``global_batch_size`` and
 ``rollout_batch_size`` count *prompts*; each prompt gets ``num_generations`` completions. So a
@@ -55,7 +56,7 @@ from vdlib.engines.generation import GenerationEngine
 from vdlib.engines.sampling import sampling_processors
 from vdlib.loop.scoring import score_questions
 from vdlib.method.bleu_penalty import bleu_cluster_penalty
-from vdlib.method.grpo import clip_cov_loss, kl_cov_loss
+from vdlib.method.grpo import clip_cov_loss, kl_cov_loss, null_gradient
 from vdlib.method.parsing import extract_proposal
 from vdlib.method.rewards import solver_reward, total_proposer_reward
 from vdlib.method.vocab_dropout import VocabDropout
@@ -248,18 +249,18 @@ class MaskedGRPOTrainer(GRPOTrainer):
     """TRL's GRPOTrainer with the vocabulary mask at sampling time and the loss variants (see
     the module docstring). Extra keyword arguments: ``vocab_dropout``, ``mask_seed_fn(step)``,
     ``loss_variant`` (grpo | kl_cov | clip_cov), ``cov`` (k_frac, beta, ratio, lb, ub,
-    old_logprobs: recompute | detach, experience_micro_batch) and
+    old_logprobs: recompute | detach, experience_micro_batch), ``skip_null_backward``,
     ``rollout_llm_kwargs`` (extra ``vllm.LLM`` keywords of TRL's colocated engine,
     :func:`vdlib.engines.setting.rollout_llm_kwargs`) or ``rollout_llm_factory`` (what TRL's
-    ``LLM(...)`` returns instead: the run's engine,
-    :meth:`vdlib.loop.model_store.ModelStore.trl_engine`)."""
+    ``LLM(...)`` returns instead: the run's engine, ``ModelStore.trl_engine``)."""
 
     def __init__(self, *args: Any, vocab_dropout: VocabDropout | None = None,
                  mask_seed_fn: Callable[[int], int] | None = None,
                  loss_variant: str = "grpo", cov: dict | None = None,
                  rollout_llm_kwargs: dict[str, Any] | None = None,
                  rollout_llm_factory: Callable[..., Any] | None = None,
-                 offload_max_grad_norm: float | None = None, **kwargs: Any) -> None:
+                 offload_max_grad_norm: float | None = None,
+                 skip_null_backward: bool = False, **kwargs: Any) -> None:
         if (vocab_dropout is None) != (mask_seed_fn is None):
             raise ValueError("vocab_dropout and mask_seed_fn go together")
         if loss_variant not in ("grpo", "kl_cov", "clip_cov"):
@@ -279,11 +280,9 @@ class MaskedGRPOTrainer(GRPOTrainer):
         handle = getattr(getattr(self, "vllm_generation", None), "llm", None)
         if rollout_llm_factory is not None and hasattr(handle, "policy"):
             handle.policy = self.model  # the freshness diagnostic compares against it
-        self.offload_max_grad_norm = offload_max_grad_norm
-        self.vocab_dropout = vocab_dropout
-        self.mask_seed_fn = mask_seed_fn
-        self.loss_variant = loss_variant
-        self.cov = dict(cov or {})
+        self.offload_max_grad_norm, self.vocab_dropout = offload_max_grad_norm, vocab_dropout
+        self.mask_seed_fn, self.skip_null_backward = mask_seed_fn, skip_null_backward
+        self.loss_variant, self.cov = loss_variant, dict(cov or {})
         self.current_mask_seed: int | None = None
         self.mask_log: list[dict[str, Any]] = []  # (step, seed, kept fraction) per generation
         self._cov_generator = torch.Generator().manual_seed(int(self.args.seed))
@@ -316,8 +315,7 @@ class MaskedGRPOTrainer(GRPOTrainer):
             with self._nucleus_filter():
                 return super()._generate_single_turn(prompt_ids, *args, **kwargs)
         step = int(self.state.global_step)
-        seed = self.mask_seed_fn(step)
-        self.current_mask_seed = seed
+        self.current_mask_seed = seed = self.mask_seed_fn(step)
         kept = self.vocab_dropout.kept_fraction(seed)
         self.mask_log.append({"step": step, "mask_seed": seed, "kept_fraction": kept})
         self._metrics["train"]["vocab_dropout/kept_fraction"].append(kept)
@@ -385,9 +383,13 @@ class MaskedGRPOTrainer(GRPOTrainer):
         return logps
 
     def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> torch.Tensor:
-        if self.loss_variant == "grpo":
-            return super()._compute_loss(model, inputs)
-        return self._cov_loss(model, inputs)
+        loss = (super()._compute_loss(model, inputs) if self.loss_variant == "grpo"
+                else self._cov_loss(model, inputs))
+        if (self.skip_null_backward and self.model.training and self.accelerator.num_processes == 1
+                and null_gradient(inputs["advantages"], self.state.global_step)):
+            logger.info("GRPO step 1: every advantage 0 at the reference policy: no backward")
+            return loss.detach().requires_grad_()  # a leaf: backward() reaches no weight
+        return loss
 
     def _cov_loss(self, model: Any, inputs: dict[str, Any]) -> torch.Tensor:
         prompt_ids, prompt_mask = inputs["prompt_ids"], inputs["prompt_mask"]

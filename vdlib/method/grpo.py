@@ -42,6 +42,7 @@ __all__ = [
     "LOSS_AGGREGATIONS",
     "COV_METHODS",
     "group_advantages",
+    "null_gradient",
     "token_mean",
     "seq_mean_token_mean",
     "k3_kl",
@@ -88,6 +89,21 @@ def group_advantages(rewards: Tensor, group_size: int, eps: float = 1e-6,
     if scale and group_size > 1:
         centred = centred / (r.std(dim=1, keepdim=True, correction=1) + eps)
     return centred.reshape(-1)
+
+
+def null_gradient(advantages: Tensor, optimizer_step: int) -> bool:
+    """Whether a GRPO micro-batch's gradient is 0 by construction: every advantage is 0 and
+    no optimizer step has been taken in the phase yet, so the policy equals the old policy
+    (the clipped surrogate is ``-A * ratio`` = 0 for every token) and the reference (the k3
+    KL's gradient, ``1 - exp(ref - logp)``, is 0 at ``logp = ref``); KL-Cov and Clip-Cov add
+    only such KL and clipped terms.
+
+    >>> null_gradient(torch.zeros(4), 0), null_gradient(torch.zeros(4), 1)
+    (True, False)
+    >>> null_gradient(torch.tensor([0.0, 0.5, -0.5, 0.0]), 0)
+    False
+    """
+    return optimizer_step == 0 and not bool(torch.any(advantages != 0))
 
 
 def token_mean(values: Tensor, mask: Tensor) -> Tensor:
