@@ -16,6 +16,7 @@ row's length), which does not depend on where the samples stop. The best of ``re
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import time
 
@@ -67,7 +68,7 @@ def main() -> None:
                               device="cpu", batch_size=64, show_progress=False)
         else:
             model, tok = load_model("smollm2-135m", dtype=dtype, device="cpu")
-            ctx = _plain(HFEngine(model, tok, batch_size=64, show_progress=False))
+            ctx = contextlib.nullcontext(HFEngine(model, tok, batch_size=64, show_progress=False))
         with ctx as engine:
             attn_used = engine.model.config._attn_implementation
             for name, shape in shapes(engine.tokenizer).items():
@@ -81,19 +82,6 @@ def main() -> None:
             s, n = results[(variant, name)]
             logger.info("%-9s float32 sdpa / %-14s: %.2fx wall, %.2fx per step", name, variant,
                         base_s / s, (base_s / base_n) / (s / n))
-
-
-class _plain:
-    """A ready engine as a context manager (the same ``with`` as open_engine's)."""
-
-    def __init__(self, engine) -> None:
-        self.engine = engine
-
-    def __enter__(self):
-        return self.engine
-
-    def __exit__(self, *exc) -> None:
-        return None
 
 
 if __name__ == "__main__":

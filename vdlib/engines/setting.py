@@ -191,11 +191,13 @@ def open_engine(ecfg: EngineConfig, model: str, *, device: str = "cpu",
 
     kind = engine_kind(ecfg)
     if kind == "hf":
+        import torch
+
         from vdlib.engines.generation import HFEngine
 
         hf_model, tok = load_model(model, dtype=dtype if device != "cpu" else ecfg.cpu_dtype,
                                    device=device, cache_dir=cache_dir)
-        if hf_model.device.type == "cpu" and str(hf_model.dtype) == "torch.bfloat16":
+        if hf_model.device.type == "cpu" and hf_model.dtype == torch.bfloat16:
             # torch's CPU SDPA kernel decodes bfloat16 slower than float32 at this context
             # length; transformers' eager attention does not (benchmarks/cpu_dtype_speed.py)
             hf_model.set_attn_implementation("eager")

@@ -295,7 +295,7 @@ class ModelStore:
         e = self.cfg.engine
         shares = training and e.backend == "vllm" and rollout_mode(e) == "colocate"
         with open_engine(e, path, device=self.device,
-                         dtype=self.cfg.model.dtype if not self.use_cpu else e.cpu_dtype,
+                         dtype=self.cfg.model.dtype,  # on CPU open_engine takes cpu_dtype
                          cache_dir=self.cfg.model.cache_dir, max_new_tokens=max_new_tokens,
                          batch_size=batch_size, seed=seed,
                          training_device=self.device if training else None,
