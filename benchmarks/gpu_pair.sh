@@ -1,0 +1,43 @@
+#!/bin/bash
+# Two experiments side by side on one lent machine, one GPU each (issue 30's 2-GPU holds):
+# each lane is benchmarks/gpu_small.sh with its own PARAMS, OUT ($OUT/<name>), GS_DIR
+# (/tmp/gs_<name>), GPU (SPARE, GRID_GPUS with one slot a run, EVAL_OFFSET) and rendezvous ports
+# (VDLIB_GRID_PORT_BASE), so neither sees the other's files. A lane is NAME:PARAMS:GPU:SEEDS
+# (seeds comma-separated); the steps run in turn in every lane, the lanes at once:
+#   LANES="phase:params/gpu-small/phase_ablation.yaml:0:2 anneal:params/gpu-small/annealing.yaml:1:0,1" \
+#       bash benchmarks/gpu_pair.sh grid            # repeat until both grids are done
+#   LANES=... bash benchmarks/gpu_pair.sh grid eval export   # the last command
+# GRAPHS, NO_BASE_EVAL and END pass through to gpu_small.sh; only the last step bundles, so
+# each lane's $OUT/<name>/bundle.tgz holds all of its command's files.
+set -o pipefail
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+. "$(dirname "$0")/gpu_env.sh"  # refuses a released machine; the wheels' site for load_params
+[ -n "$LANES" ] || { echo "LANES is empty: NAME:PARAMS:GPU:SEEDS ..."; exit 2; }
+[ $# -gt 0 ] || { echo "steps? grid, eval, export"; exit 2; }
+lane() {  # NAME PARAMS GPU SEEDS(comma) STEPS...
+    local name=$1 p=$2 g=$3 seeds=${4//,/ } step n slots last
+    shift 4
+    n=$(python3 -c "
+from vdlib.config.experiment import load_params
+print(len(load_params('$p').arms) * $(echo $seeds | wc -w))") || return 2
+    slots=$(yes "$g" | head -n "$n" | paste -sd,)
+    last=${!#}
+    for step in "$@"; do
+        nb=1; [ "$step" = "$last" ] && nb=$NO_BUNDLE
+        OUT=$OUT/$name GS_DIR=/tmp/gs_$name SPARE=$g GRID_GPUS=$slots EVAL_OFFSET=$g \
+            VDLIB_GRID_PORT_BASE=$((29600 + 100 * g)) PARAMS=$p NO_BUNDLE=$nb \
+            bash "$(dirname "$0")/gpu_small.sh" "$step" $seeds >> "$OUT/$name.txt" 2>&1
+        echo "$name $step: rc $?" >> "$OUT/$name.txt"
+    done
+}
+for l in $LANES; do
+    IFS=: read -r name p g seeds <<< "$l"
+    lane "$name" "$p" "$g" "$seeds" "$@" &
+done
+wait
+for l in $LANES; do
+    name=${l%%:*}
+    echo "=== $name"
+    grep -v "INFO [0-9][0-9]-\|WARNING [0-9][0-9]-" "$OUT/$name.txt" | tail -25
+done
