@@ -157,9 +157,11 @@ def pass1_from_log(text: str, runs: int, benchmarks: list[str]) -> dict:
 
 def _load_part(spec: str) -> dict:
     """A ``--parts`` entry: ``FILE``, or ``FILE::RUN,RUN`` to take only those runs of it (the
-    base record always comes along)."""
+    base record always comes along; ``arms`` then lists only the arms taken). Its runs record
+    the entry as their ``source``."""
     path, _, only = spec.partition("::")
     data = load_results(path)
+    data["source"] = path
     if only:
         keep = set(only.split(","))
         found = {layout.arm_run_id(r["arm"], r["seed"]) for r in data["records"]
@@ -170,6 +172,8 @@ def _load_part(spec: str) -> dict:
         data["records"] = [r for r in data["records"] if r["arm"] == "base"
                            or layout.arm_run_id(r["arm"], r["seed"]) in keep]
         data["seeds"] = sorted({r["seed"] for r in data["records"] if r["arm"] != "base"})
+        taken = {r["arm"] for r in data["records"]}
+        data["arms"] = [a for a in data.get("arms") or [] if a in taken]
     return data
 
 

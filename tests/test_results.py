@@ -122,23 +122,6 @@ def test_a_file_without_records_is_refused(tmp_path):
         load_results(bad)
 
 
-@pytest.mark.skipif(not COMMITTED.exists(), reason="no committed GPU results yet")
-def test_the_committed_results_regenerate_on_a_trimmed_copy(tmp_path):
-    """The report step reruns on a trimmed copy of docs/results/gpu_small_main.json (every
-    arm's first two seeds and first two iterations, plus the base record)."""
-    data = load_results(COMMITTED)
-    for key in ("card", "vllm_version", "K", "M", "iterations"):
-        assert key in data, key
-    keep = [r for r in data["records"]
-            if r["arm"] == "base" or (r["seed"] in (0, 1) and r["iteration"] <= 2)]
-    trimmed = tmp_path / "gpu_small_main.json"
-    trimmed.write_text(json.dumps({**data, "records": keep}))
-    files = results_report(trimmed, tmp_path / "out")
-    assert (tmp_path / "out" / "gpu_small_main_dynamics.png").stat().st_size > 10_000
-    summary = pd.read_csv(tmp_path / "out" / "gpu_small_main_summary.csv")
-    assert set(summary["iteration"]) <= {1, 2} and len(files) >= 8
-
-
 def test_merge_results_a_rerun_supersedes_and_cut_evaluations_count_per_benchmark():
     rec = lambda arm, seed, t, **kw: {"arm": arm, "seed": seed, "iteration": t, **kw}  # noqa: E731
     old = {"arms": ["baseline", "vd75"], "seeds": [0, 1], "card": "H100",
@@ -167,31 +150,6 @@ def test_merge_results_a_rerun_supersedes_and_cut_evaluations_count_per_benchmar
     p1 = pass1_table(m).set_index("arm")
     assert p1.loc["Baseline", "iteration"] == 2 and p1.loc["Baseline", "math500 seeds"] == 1
     assert p1.loc["VD75", "math500"] == "" and p1.loc["VD75", "gsm8k seeds"] == 1
-
-
-@pytest.mark.skipif(not COMMITTED.exists(), reason="no committed GPU results yet")
-def test_the_committed_tables_are_what_the_committed_json_gives(tmp_path):
-    """docs/results/gpu_small/ holds exactly what the report step draws from the JSON."""
-    results_report(COMMITTED, tmp_path)
-    for name in ("summary", "pass1", "effects"):
-        ours = (tmp_path / f"gpu_small_main_{name}.md").read_text(encoding="utf-8")
-        committed = COMMITTED.parent / "gpu_small" / f"gpu_small_main_{name}.md"
-        assert ours == committed.read_text(encoding="utf-8"), name
-
-
-@pytest.mark.skipif(not COMMITTED.exists(), reason="no committed GPU results yet")
-def test_the_committed_json_is_the_merge_of_the_committed_exports(tmp_path):
-    """benchmarks/results/gpu_small/merge.sh (gpu_small.py merge over the exports of each
-    machine hold, plus the cut-short evaluation's log) gives docs/results/gpu_small_main.json."""
-    import os
-    import subprocess
-    import sys
-
-    out = tmp_path / "merged.json"
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    subprocess.run(["bash", "benchmarks/results/gpu_small/merge.sh", str(out)], cwd=ROOT,
-                   env=env, check=True, capture_output=True, timeout=300)
-    assert json.loads(out.read_text()) == load_results(COMMITTED)
 
 
 def _gpu_small_module():

@@ -28,6 +28,7 @@ import pandas as pd
 
 from vdlib.config import layout
 from vdlib.report.frames import LOOP_METRIC_COLUMNS, arm_label
+from vdlib.report.results_contrasts import DIRECTION, comparison_fields
 from vdlib.report.table_format import format_cell
 from vdlib.utils.artifacts import atomic_write_json
 from vdlib.utils.stats import ALPHA, SE_DDOF, compare_seeds, mean_and_se
@@ -46,9 +47,6 @@ RECORD_FIELDS = ("valid_fraction", "self_bleu", "vendi", "novelty_rate", "cumula
 PASS1_PREFIX = "pass1_"
 #: spread of :func:`summary_table`'s SEs: the sample SD (no paper cell reproduced there)
 SUMMARY_DDOF = 1
-#: the paper's direction for each diversity metric: +1 = VD should raise it, -1 = lower it
-DIRECTION = {"self_bleu": -1, "vendi": 1, "novelty_rate": 1, "cumulative_vendi": 1,
-             "unique_tokens": 1, "proposer_entropy": 1}
 
 
 def _pass1_fields(summary: Any) -> dict[str, Any]:
@@ -92,13 +90,21 @@ def _update_meta(dst: dict[str, Any], src: Mapping[str, Any]) -> None:
 def _run_summary(parts: Sequence[Mapping[str, Any]], index: int,
                  recs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """A run's entry in ``runs``: finished iterations, whether the last finished one was
-    evaluated, its part and card, and (if any) the iteration cut before its solver phase."""
+    evaluated, its part and card, and (if any) the iteration cut before its solver phase. A
+    part that is itself a merge keeps its own word on the run's card and on an evaluation read
+    from a log."""
     full = [r for r in recs if not r.get("partial")]
+    own = (parts[index].get("runs") or {}) if isinstance(parts[index].get("runs"), dict) else {}
+    own = own.get(layout.arm_run_id(recs[0]["arm"], recs[0]["seed"]), {})
+    evaluated = bool(full) and any(k.startswith(PASS1_PREFIX) and v is not None
+                                   for k, v in full[-1].items())
     entry: dict[str, Any] = {
         "iterations": [r["iteration"] for r in full],
-        "evaluated": bool(full) and any(k.startswith(PASS1_PREFIX) and v is not None
-                                        for k, v in full[-1].items()),
-        "part": index, "card": parts[index].get("card")}
+        "evaluated": own["evaluated"] if evaluated and isinstance(own.get("evaluated"), str)
+        else evaluated,
+        "part": index, "card": own.get("card") or parts[index].get("card")}
+    if parts[index].get("source"):  # the file it came from (a run shared with another experiment)
+        entry["source"] = parts[index]["source"]
     cut = [r["iteration"] for r in recs if r.get("partial")]
     if cut:
         entry["partial_iterations"] = cut
@@ -110,11 +116,13 @@ def merge_results(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     times, e.g. seeds on different machine holds), in order: a later part's run ``(arm, seed)``
     replaces every record of that run in earlier parts (a rerun supersedes), and a later
     ``base`` record replaces an earlier one. Meta keys come from the last part that has them
-    (not None; nested dicts key by key);
+    (not None; nested dicts key by key), except ``arms``, the union of every part's arms in
+    order, and ``source``, kept per run;
     ``seeds`` becomes the sorted union, ``iterations`` the most iterations any run finished,
     and ``runs`` maps ``<arm>-seed<seed>`` to its finished iterations, whether its last one
-    was evaluated, which part (index) it came from and that part's ``card`` (and
-    ``partial_iterations``: records marked ``partial``, cut before the solver phase, which
+    was evaluated, which part (index) it came from, that part's ``card`` and ``source`` (if it
+    names one: e.g. the results file whose runs another experiment reuses), and
+    ``partial_iterations`` (the records marked ``partial``, cut before the solver phase, which
     count in the tables but not as finished); the top-level ``card`` names every card of the
     merged runs, in part order.
 
@@ -128,8 +136,10 @@ def merge_results(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     by_run: dict[tuple[str, Any], tuple[int, list[dict[str, Any]]]] = {}
     base: dict[str, Any] | None = None
     seeds: set[int] = set()
+    arms: list[str] = []
     for index, part in enumerate(parts):
-        _update_meta(meta, {k: v for k, v in part.items() if k != "records"})
+        _update_meta(meta, {k: v for k, v in part.items() if k not in ("records", "source")})
+        arms += [a for a in part.get("arms") or [] if a not in arms]
         seeds.update(part.get("seeds") or [])
         runs: dict[tuple[str, Any], list[dict[str, Any]]] = {}
         for rec in part["records"]:
@@ -139,13 +149,14 @@ def merge_results(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                 runs.setdefault((rec["arm"], rec["seed"]), []).append(dict(rec))
         for key, recs in runs.items():
             by_run[key] = (index, sorted(recs, key=lambda r: r["iteration"]))
-    arms = list(meta.get("arms") or [])
+    if arms:
+        meta["arms"] = arms
     order = sorted(by_run, key=lambda k: (arms.index(k[0]) if k[0] in arms else len(arms),
                                           k[0], k[1]))
     records = ([base] if base else []) + [r for k in order for r in by_run[k][1]]
     summary = {layout.arm_run_id(arm, seed): _run_summary(parts, *by_run[(arm, seed)])
                for arm, seed in order}
-    cards = [parts[i].get("card") for i in sorted({v["part"] for v in summary.values()})]
+    cards = [v["card"] for v in sorted(summary.values(), key=lambda v: v["part"])]
     if any(cards):
         meta["card"] = ", ".join(dict.fromkeys(c for c in cards if c))
     meta.update(seeds=sorted(seeds), runs=summary,
@@ -386,22 +397,11 @@ def effects_table(data: Mapping[str, Any], baseline: str = "baseline",
         c = compare_seeds(dict(zip(b["seed"], b["value"], strict=True)),
                           dict(zip(g["seed"], g["value"], strict=True)))
         rows.append({"arm": arm_label(arm), "metric": metric, "iteration": int(t),
-                     "n_baseline": c.n_a, "n_vd": c.n_b, "baseline": _r(c.mean_a, 4),
-                     "vd": _r(c.mean_b, 4), "diff": _r(c.diff, 4), "se": _r(c.se, 4),
-                     "welch_t": _r(c.welch_t, 2), "welch_df": _r(c.welch_df, 2),
-                     "welch_p": _r(c.welch_p, 4), "n_pairs": c.n_pairs,
-                     "paired_diff": _r(c.paired_diff, 4), "paired_se": _r(c.paired_se, 4),
-                     "paired_t": _r(c.paired_t, 2), "paired_df": c.paired_df,
-                     "paired_p": _r(c.paired_p, 4), "perm_p": _r(c.perm_p, 4),
-                     "paired_perm_p": _r(c.paired_perm_p, 4),
+                     **comparison_fields(c, ("n_baseline", "n_vd"), ("baseline", "vd")),
                      "paper_direction": bool(c.diff * DIRECTION[metric] > 0),
                      "welch_significant": c.welch_significant,
                      "paired_significant": c.paired_significant})
     return pd.DataFrame(rows)
-
-
-def _r(x: float | None, digits: int) -> float | None:
-    return None if x is None else round(x, digits)
 
 
 #: the first line of each table's ``.md``: which rule its cells use
@@ -419,6 +419,16 @@ TABLE_NOTES = {
                "two-sided p-values; exact permutation p-values (perm_p: relabelling the pooled "
                "seeds; paired_perm_p: sign flips of the per-seed differences); *_significant: "
                f"p < {ALPHA}.",
+    "contrasts": "Arm minus reference for the paper's comparisons between trained arms "
+                 "(vdlib.report.results_contrasts.PAPER_CONTRASTS; claim: where the paper makes "
+                 "it): the effects table's columns; paper_direction blank where the paper states "
+                 "no direction or the metric has none (valid fraction, curriculum size).",
+    "question_diversity": "tab:question_diversity: cumulative Vendi of iterations 1..N pooled, "
+                          "Growth = the last iteration minus iteration 1 (per seed); mean and "
+                          f"SE (_se: population SD, ddof {SE_DDOF}, / sqrt(n seeds), the "
+                          "paper's cells' rule) over seeds; the paper's rows after ours (5 "
+                          "iterations, text-embedding-3-small; ours: the runs' embedder and "
+                          "iterations).",
 }
 
 
@@ -426,19 +436,29 @@ def results_report(path: str | os.PathLike, out_dir: str | os.PathLike,
                    name: str | None = None) -> list[Path]:
     """The report step on a results JSON alone: ``<name>_dynamics.{png,pdf,csv}`` (notebook 01's
     :func:`vdlib.report.plots.diversity_dynamics`, with the paper's Qwen3-4B curves), and the tables
-    ``<name>_summary``, ``<name>_pass1``, ``<name>_paper`` (ours beside the paper's cells) and
-    ``<name>_effects`` (``.md``, headed by the rule of
-    its cells, :data:`TABLE_NOTES`, and ``.csv``), plus
+    ``<name>_summary``, ``<name>_pass1``, ``<name>_paper`` (ours beside the paper's cells),
+    ``<name>_effects``, ``<name>_contrasts`` (where the file holds a pair of
+    :data:`vdlib.report.results_contrasts.PAPER_CONTRASTS`) and ``<name>_question_diversity``
+    (with 2+ iterations) (``.md``, headed by the rule of its cells, :data:`TABLE_NOTES`, and
+    ``.csv``), plus
     ``<name>_report.json`` listing them; the written paths. Nothing is written (not even
     ``out_dir``) until the file has been checked (:func:`load_results`) and every table
     computed."""
     from vdlib.report import plots
+    from vdlib.report.curriculum_tables import question_diversity_table
+    from vdlib.report.results_contrasts import CONTRAST_METRICS, contrasts_table
 
     data = load_results(path)
     name = name or Path(path).stem
-    tables = (("summary", summary_table(data)), ("pass1", pass1_table(data)),
-              ("paper", paper_table(data)), ("effects", effects_table(data)))
     frame = loop_frame(data)
+    tables = [("summary", summary_table(data)), ("pass1", pass1_table(data)),
+              ("paper", paper_table(data)), ("effects", effects_table(data))]
+    contrasts = contrasts_table(loop_frame(data, CONTRAST_METRICS))
+    if not contrasts.empty:  # a pair of trained arms the paper compares
+        tables.append(("contrasts", contrasts))
+    if frame[frame["metric"] == "cumulative_vendi"]["iteration"].nunique() > 1:
+        tables.append(("question_diversity",
+                       question_diversity_table(frame, "frame", arms=None).round(3)))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     fig = plots.diversity_dynamics(frame, out, name=f"{name}_dynamics",
