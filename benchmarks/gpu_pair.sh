@@ -7,11 +7,13 @@
 #   LANES="phase:params/gpu-small/phase_ablation.yaml:0:2 anneal:params/gpu-small/annealing.yaml:1:0,1" \
 #       bash benchmarks/gpu_pair.sh grid            # repeat until both grids are done
 #   LANES=... bash benchmarks/gpu_pair.sh grid eval export   # the last command
-# GRAPHS, NO_BASE_EVAL and END pass through to gpu_small.sh; only the last step bundles, so
-# each lane's $OUT/<name>/bundle.tgz holds all of its command's files.
+# GRAPHS, NO_BASE_EVAL and END pass through to gpu_small.sh (a grid followed by eval stops
+# RESERVE seconds, default 200, before END); only the last step bundles, so each lane's
+# $OUT/<name>/bundle.tgz holds all of its command's files.
 set -o pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
+export END=${END:-$(( $(date +%s) + ${LIMIT:-560} ))}  # as gpu_small.sh: every step ends by END
 . "$(dirname "$0")/gpu_env.sh"  # refuses a released machine; the wheels' site for load_params
 [ -n "$LANES" ] || { echo "LANES is empty: NAME:PARAMS:GPU:SEEDS ..."; exit 2; }
 [ $# -gt 0 ] || { echo "steps? grid, eval, export"; exit 2; }
@@ -25,7 +27,9 @@ print(len(load_params('$p').arms) * $(echo $seeds | wc -w))") || return 2
     last=${!#}
     for step in "$@"; do
         nb=1; [ "$step" = "$last" ] && nb=$NO_BUNDLE
-        OUT=$OUT/$name GS_DIR=/tmp/gs_$name SPARE=$g GRID_GPUS=$slots EVAL_OFFSET=$g \
+        end=$END  # a grid followed by other steps leaves them RESERVE seconds (default 200)
+        [ "$step" = grid ] && [ "$step" != "$last" ] && end=$((END - ${RESERVE:-200}))
+        END=$end OUT=$OUT/$name GS_DIR=/tmp/gs_$name SPARE=$g GRID_GPUS=$slots EVAL_OFFSET=$g \
             VDLIB_GRID_PORT_BASE=$((29600 + 100 * g)) PARAMS=$p NO_BUNDLE=$nb \
             bash "$(dirname "$0")/gpu_small.sh" "$step" $seeds >> "$OUT/$name.txt" 2>&1
         echo "$name $step: rc $?" >> "$OUT/$name.txt"
