@@ -192,6 +192,9 @@ SMOKE = {"warm_start": {"mode": "none"},
          "curriculum": {"num_questions": 3, "batch_size": 3, "max_new_tokens": 10},
          "single_policy": {"dataset": "gsm_symbolic", "train_examples": 4}}
 _SMALL_GRPO = {"max_response_length": 8, "max_steps": 1}
+#: co-evolution iterations of a notebook's smoke run (default 1; unit tests cover the loop's
+#: later iterations): annealing's alpha moves between iterations, so it runs two
+SMOKE_ITERATIONS = {"05_annealing": 2}
 _TINY_MODELS = {"proposer": "tiny-random", "transfer": "tiny-random", "instruct": "tiny-random"}
 
 
@@ -204,8 +207,8 @@ def smoke_params(nb: Path, out: Path) -> dict:
         params["model"]["solver"] = "tiny-random"
     for role in ("proposer", "solver", "transfer"):
         params[role] = {**params.get(role, {}), **_SMALL_GRPO}
-    if "iterations" in params:
-        params["iterations"] = min(params["iterations"], 2)
+    if "iterations" in params:  # two where the notebook's subject is the schedule over them
+        params["iterations"] = min(params["iterations"], SMOKE_ITERATIONS.get(nb.stem, 1))
     params["evaluation"] = {**params.get("evaluation", {}), "runs": 2, "limit": 2,
                             "max_context": 256, "max_new_tokens": 4}
     params["verification"] = {"backend": "local", "correctness_model": "tiny-random",
