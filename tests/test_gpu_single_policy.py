@@ -52,5 +52,10 @@ def test_one_run_is_trained_evaluated_and_exported(tmp_path):
     assert all(s["entropy"] is not None for s in done["steps"])
     assert len(done["pass1"]["gsm_symbolic"]["accuracies"]) == 2
     assert not runs[("baseline", 0)]["finished"] and runs[("baseline", 0)]["pass1"] is None
+    # the export is what `vdlib results` reads (vdlib.report.results_single_policy)
+    from vdlib.app.cli import main as vdlib_main
+
+    assert vdlib_main(["results", str(tmp_path / "sp.json"), "--out", str(tmp_path / "r")]) == 0
+    assert (tmp_path / "r" / "sp_entropy_trajectory.png").is_file()
     with pytest.raises(SystemExit):  # a run the params do not have: the runs it has
         d.main(["run", *common, "--arm", "vd75", "--seed", "0"])

@@ -343,9 +343,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     rs = command("results", help="draw the figure and tables of a committed results JSON",
                  description="The report step on a results file alone (vdlib.report.results): the "
-                 "diversity figure, per-iteration summary, pass@1 and effects tables; prints "
-                 "the effects table (Welch's and the paired t-test of each arm against the "
-                 "baseline, vdlib.utils.stats.compare_seeds).")
+                 "diversity figure, per-iteration summary, pass@1 and effects tables (a "
+                 "single-policy file: vdlib.report.results_single_policy, the entropy figure "
+                 "and tables); prints the effects table (Welch's and the paired t-test of "
+                 "each arm against the baseline, vdlib.utils.stats.compare_seeds).")
     rs.add_argument("file", help="results JSON (e.g. docs/results/gpu_small_main.json)")
     rs.add_argument("--out", required=True, help="folder for the figure and tables")
     rs.set_defaults(func=_cmd_results)
@@ -418,10 +419,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _cmd_results(args: argparse.Namespace) -> int:
-    from vdlib.report.results import ResultsFileError, results_report
+    from vdlib.report.results import ResultsFileError, read_json_file, results_report
+    from vdlib.report.results_single_policy import is_single_policy, single_policy_report
 
-    try:
-        written = results_report(args.file, args.out)  # checks the whole file first
+    try:  # a co-evolution file (records) or a single-policy one (runs); each checked first
+        report = (single_policy_report if is_single_policy(read_json_file(args.file))
+                  else results_report)
+        written = report(args.file, args.out)
     except ResultsFileError as e:
         sys.stderr.write(f"vdlib results: {e}\n")
         return 2

@@ -34,7 +34,7 @@ from vdlib.utils.artifacts import atomic_write_json
 from vdlib.utils.stats import ALPHA, SE_DDOF, compare_seeds, mean_and_se
 
 __all__ = ["RECORD_FIELDS", "PASS1_PREFIX", "collect_results", "merge_results", "load_results",
-           "ResultsFileError", "RESULTS_MAX_BYTES", "loop_frame",
+           "read_json_file", "ResultsFileError", "RESULTS_MAX_BYTES", "loop_frame",
            "pass1_frame", "summary_table", "SCALE_FIELDS", "scale_comparison", "pass1_table",
            "effects_table", "results_report"]
 
@@ -216,6 +216,18 @@ def load_results(path: str | os.PathLike) -> dict[str, Any]:
     :data:`RESULTS_MAX_BYTES`, valid JSON without NaN or Infinity, an object holding a
     ``records`` list, each record as :func:`_check_record` wants it. Anything else is a
     :class:`ResultsFileError` naming the file (and the record and key)."""
+    data = read_json_file(path)
+    if not isinstance(data, dict) or not isinstance(data.get("records"), list):
+        what = f"a {type(data).__name__}" if not isinstance(data, dict) else "an object"
+        raise ResultsFileError(f"{path}: not a results file (no 'records' list in {what})")
+    for i, r in enumerate(data["records"]):
+        _check_record(path, i, r)
+    return data
+
+
+def read_json_file(path: str | os.PathLike) -> Any:
+    """A results file's JSON value: at most :data:`RESULTS_MAX_BYTES`, UTF-8, valid JSON
+    without NaN or Infinity, else a :class:`ResultsFileError` naming the file."""
     path = Path(path)
     try:
         if path.stat().st_size > RESULTS_MAX_BYTES:
@@ -235,11 +247,6 @@ def load_results(path: str | os.PathLike) -> dict[str, Any]:
                                f"{e.colno}); truncated or not a results file") from None
     except (ValueError, RecursionError) as e:
         raise ResultsFileError(f"{path}: not a results file ({str(e)[:200]})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("records"), list):
-        what = f"a {type(data).__name__}" if not isinstance(data, dict) else "an object"
-        raise ResultsFileError(f"{path}: not a results file (no 'records' list in {what})")
-    for i, r in enumerate(data["records"]):
-        _check_record(path, i, r)
     return data
 
 

@@ -1,0 +1,92 @@
+"""`vdlib results` on a single-policy export (vdlib.report.results_single_policy): the entropy
+figure and tables, the tests against the baseline, pass@1 beside the paper's, bad files refused."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from scipy import stats
+
+from vdlib.app.cli import main
+from vdlib.report.results import ResultsFileError
+from vdlib.report.results_single_policy import (
+    entropy_effects,
+    entropy_table,
+    load_single_policy,
+    single_policy_pass1_table,
+)
+
+
+def _export(steps: int = 20) -> dict:
+    """gpu_single_policy.py export's shape: the baseline's entropy decays, vd95's less."""
+    def run(arm, seed, floor):
+        return {"arm": arm, "seed": seed, "finished": True, "alpha_train": None,
+                "steps": [{"step": t, "entropy": floor + 0.5 / t + 0.01 * seed, "reward": 0.1}
+                          for t in range(1, steps + 1)],
+                "pass1": {"gsm8k": {"n": 100, "accuracies": [0.01 * (seed + 1)] * 3,
+                                    "mean": 0.01 * (seed + 1), "se": 0.0}}}
+    return {"experiment": "sp", "card": "NVIDIA H200", "steps_planned": steps,
+            "base_pass1": {"gsm8k": {"n": 100, "accuracies": [0.01, 0.02, 0.03]}},
+            "runs": [run(a, s, f) for a, f in (("baseline", 0.1), ("vd95", 0.2))
+                     for s in range(3)]}
+
+
+def test_entropy_table_and_effects_follow_the_per_seed_values():
+    data = _export()
+    table = entropy_table(data, window=10).set_index("arm")
+    assert table.loc["Baseline", "seeds"] == 3 and table.loc["Baseline", "last step"] == 20
+    last = {a: [f + sum(0.5 / t for t in range(11, 21)) / 10 + 0.01 * s for s in range(3)]
+            for a, f in (("baseline", 0.1), ("vd95", 0.2))}
+    ratio = (sum(last["vd95"]) / 3) / (sum(last["baseline"]) / 3)
+    assert table.loc["VD95", "last vs baseline"] == f"{ratio:.2f}x"
+    # the paper's baseline: 0.586 at step 0; its VD95 ends about twice as high
+    assert table.loc["Baseline", "paper: first step"] == "0.586"
+    assert float(table.loc["VD95", "paper: last vs baseline"].rstrip("x")) > 1.5
+    eff = entropy_effects(data, window=10).set_index("entropy")
+    row = eff.loc["last 10 steps"]
+    assert row["diff"] == pytest.approx(0.1, abs=1e-4) and row["ratio"] == round(ratio, 3)
+    welch = stats.ttest_ind(last["vd95"], last["baseline"], equal_var=False)
+    assert row["welch_p"] == pytest.approx(welch.pvalue, abs=1e-4)
+    assert row["n_pairs"] == 3 and row["paired_df"] == 2 and bool(row["paper_direction"])
+
+
+def test_pass1_puts_the_papers_cells_beside_ours():
+    table = single_policy_pass1_table(_export()).set_index(["arm", "benchmark"])
+    assert table.loc[("VD95", "gsm8k"), "ours"] == "2.00 ± 0.47"  # seeds 1, 2, 3 %, ddof 0
+    assert table.loc[("VD95", "gsm8k"), "n"] == 3
+    assert table.loc[("Base (no training)", "gsm8k"), "n"] == 3  # its evaluation runs
+    assert table.loc[("Baseline", "gsm8k"), "paper Qwen3-4B-Base"] == "86.3"
+
+
+def test_vdlib_results_draws_the_single_policy_report(tmp_path, capsys):
+    path = tmp_path / "gpu_small_single_policy.json"
+    path.write_text(json.dumps(_export()))
+    assert main(["results", str(path), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    for name in ("entropy_trajectory.png", "entropy.md", "entropy_effects.md", "pass1.md",
+                 "report.json"):
+        assert (tmp_path / "out" / f"gpu_small_single_policy_{name}").is_file(), name
+    assert "last 10 steps" in out  # the effects table is printed
+    effects = pd.read_csv(tmp_path / "out" / "gpu_small_single_policy_entropy_effects.csv")
+    assert set(effects["arm"]) == {"VD95"}
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda d: d["runs"][1].update(seed="one"), r"runs\[1\]: 'seed'"),
+    (lambda d: d["runs"][0]["steps"][2].update(entropy="high"), r"steps\[2\]: 'entropy'"),
+    (lambda d: d["runs"][0]["steps"][0].pop("step"), r"steps\[0\]: no integer 'step'"),
+    (lambda d: d["runs"][2]["pass1"]["gsm8k"].update(accuracies=[]), "'accuracies'"),
+    (lambda d: d.update(base_pass1=[1]), "base_pass1 is not an object"),
+])
+def test_a_damaged_single_policy_file_is_one_line_and_writes_nothing(tmp_path, capsys, damage,
+                                                                      message):
+    data = _export()
+    damage(data)
+    path = tmp_path / "sp.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ResultsFileError, match=message):
+        load_single_policy(path)
+    assert main(["results", str(path), "--out", str(tmp_path / "out")]) == 2
+    assert "vdlib results:" in capsys.readouterr().err and not (tmp_path / "out").exists()

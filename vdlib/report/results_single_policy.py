@@ -1,0 +1,243 @@
+"""Single-policy GRPO results files (notebook 04 at GPU scale): the report step on the JSON alone.
+
+``benchmarks/gpu_single_policy.py export`` writes one object per experiment: ``runs``, a list
+of ``{arm, seed, finished, steps: [{step, entropy, reward}], pass1: {benchmark: {accuracies,
+...}} | null}``, and ``base_pass1`` (the starting checkpoint). The paper's claim
+(tab:vanilla_entropy): over the first 100 GRPO steps the baseline policy's entropy falls from
+0.59 to about 0.10 nats/token, and with the mask at alpha 0.95 it stays about twice as high.
+:func:`single_policy_report` draws notebook 04's entropy figure
+(:func:`vdlib.report.plots.entropy_figure`, the paper's curves beside), the entropy table (each
+arm at its first logged step and over its last :data:`ENTROPY_WINDOW` steps, the paper's same
+two numbers beside), the entropy effects (each arm against the baseline:
+:func:`vdlib.utils.stats.compare_seeds` on the per-seed values, and the ratio of the means the
+paper's "2x" is) and the pass@1 table with tab:vanilla_grpo's cells beside.
+
+>>> is_single_policy({"runs": [], "base_pass1": None}), is_single_policy({"records": []})
+(True, False)
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from vdlib.report.frames import arm_label
+from vdlib.report.paper_values import paper_cells, paper_series
+from vdlib.report.results import ResultsFileError, read_json_file
+from vdlib.report.results_contrasts import comparison_fields
+from vdlib.report.table_format import format_cell
+from vdlib.utils.artifacts import atomic_write_json
+from vdlib.utils.stats import SE_DDOF, compare_seeds, mean_and_se
+
+__all__ = ["ENTROPY_WINDOW", "is_single_policy", "load_single_policy", "entropy_frame",
+           "entropy_table", "entropy_effects", "single_policy_pass1_table",
+           "single_policy_report"]
+
+#: the last steps whose mean entropy stands for "after training" (the paper's curves are noisy
+#: step to step: 0.07-0.26 over its baseline's last 30 steps)
+ENTROPY_WINDOW = 10
+_PAPER = ("tab:vanilla_entropy", "Qwen3-4B-Base")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def is_single_policy(data: Any) -> bool:
+    """Whether a results file's value is a single-policy export (a ``runs`` list, no
+    ``records``)."""
+    return isinstance(data, dict) and "records" not in data and isinstance(data.get("runs"),
+                                                                          list)
+
+
+def _check_run(path: Any, i: int, run: Any) -> None:
+    where = f"{path}: runs[{i}]"
+    if not isinstance(run, dict):
+        raise ResultsFileError(f"{where} is a {type(run).__name__}, not an object")
+    if not isinstance(run.get("arm"), str) or not run["arm"]:
+        raise ResultsFileError(f"{where}: 'arm' is not a name")
+    if isinstance(run.get("seed"), bool) or not isinstance(run.get("seed"), int):
+        raise ResultsFileError(f"{where}: 'seed' is not an integer")
+    if not isinstance(run.get("steps"), list):
+        raise ResultsFileError(f"{where}: 'steps' is not a list")
+    for j, s in enumerate(run["steps"]):
+        if not isinstance(s, dict) or isinstance(s.get("step"), bool) \
+                or not isinstance(s.get("step"), int):
+            raise ResultsFileError(f"{where}.steps[{j}]: no integer 'step'")
+        for key in ("entropy", "reward"):
+            if s.get(key) is not None and not _number(s[key]):
+                raise ResultsFileError(f"{where}.steps[{j}]: {key!r} is not a finite number")
+    _check_pass1(f"{where}.pass1", run.get("pass1"))
+
+
+def _check_pass1(where: str, pass1: Any) -> None:
+    if pass1 is None:
+        return
+    if not isinstance(pass1, dict):
+        raise ResultsFileError(f"{where} is not an object or null")
+    for bench, r in pass1.items():
+        acc = r.get("accuracies") if isinstance(r, dict) else None
+        if not isinstance(acc, list) or not acc or not all(_number(a) for a in acc):
+            raise ResultsFileError(f"{where}[{bench!r}]: 'accuracies' is not a list of numbers")
+
+
+def load_single_policy(path: str | os.PathLike) -> dict[str, Any]:
+    """A single-policy export, checked whole (:func:`vdlib.report.results.read_json_file`, then
+    every run, step and pass@1 entry); a :class:`vdlib.report.results.ResultsFileError`
+    naming the file, run and key otherwise."""
+    data = read_json_file(path)
+    if not is_single_policy(data):
+        raise ResultsFileError(f"{path}: not a single-policy results file (no 'runs' list)")
+    for i, run in enumerate(data["runs"]):
+        _check_run(path, i, run)
+    _check_pass1(f"{path}: base_pass1", data.get("base_pass1"))
+    return data
+
+
+def entropy_frame(data: Mapping[str, Any]) -> pd.DataFrame:
+    """``arm, seed, step, entropy``: every logged step of every run (plots.entropy_figure's
+    frame)."""
+    rows = [{"arm": r["arm"], "seed": r["seed"], "step": s["step"], "entropy": s["entropy"]}
+            for r in data["runs"] for s in r["steps"] if s.get("entropy") is not None]
+    return pd.DataFrame(rows, columns=["arm", "seed", "step", "entropy"])
+
+
+def _per_seed(frame: pd.DataFrame, window: int) -> pd.DataFrame:
+    """Per arm and seed: entropy at the first logged step, the mean of the last ``window``
+    logged steps, and the steps logged."""
+    rows = []
+    for (arm, seed), d in frame.sort_values("step").groupby(["arm", "seed"], sort=False):
+        rows.append({"arm": arm, "seed": seed, "first": float(d["entropy"].iloc[0]),
+                     "last": float(d["entropy"].iloc[-window:].mean()),
+                     "steps": int(d["step"].iloc[-1])})
+    return pd.DataFrame(rows, columns=["arm", "seed", "first", "last", "steps"])
+
+
+def _paper_ends(arm: str, window: int) -> tuple[float | None, float | None]:
+    pts = paper_series(*_PAPER, "entropy", arm)
+    if not pts:
+        return None, None
+    ys = [y for _, y in sorted(pts)]
+    return ys[0], sum(ys[-window:]) / len(ys[-window:])
+
+
+def entropy_table(data: Mapping[str, Any], window: int = ENTROPY_WINDOW) -> pd.DataFrame:
+    """Per arm: seeds, the last step logged, entropy at the first step and over the last
+    ``window`` steps (mean ± SE over seeds, SE from the sample SD), their ratio to the
+    baseline's, and the paper's same two numbers (Qwen3-4B-Base, first 100 steps)."""
+    per = _per_seed(entropy_frame(data), window)
+    base = per[per["arm"] == "baseline"]["last"].mean() if "baseline" in set(per["arm"]) \
+        else None
+    rows = []
+    for arm, d in per.groupby("arm", sort=False):
+        first, last = mean_and_se(list(d["first"]), 1), mean_and_se(list(d["last"]), 1)
+        p_first, p_last = _paper_ends(arm, window)
+        b_first, b_last = _paper_ends("baseline", window)
+        rows.append({
+            "arm": arm_label(arm), "seeds": len(d), "last step": int(d["steps"].max()),
+            "entropy, first step": format_cell(*first, "markdown", 3),
+            f"entropy, last {window} steps": format_cell(*last, "markdown", 3),
+            "last vs baseline": (f"{last[0] / base:.2f}x" if base else ""),
+            "paper: first step": "" if p_first is None else f"{p_first:.3f}",
+            f"paper: last {window} steps": "" if p_last is None else f"{p_last:.3f}",
+            "paper: last vs baseline": ("" if p_last is None or not b_last
+                                        else f"{p_last / b_last:.2f}x")})
+    return pd.DataFrame(rows)
+
+
+def entropy_effects(data: Mapping[str, Any], window: int = ENTROPY_WINDOW,
+                    baseline: str = "baseline") -> pd.DataFrame:
+    """Each arm against ``baseline`` on the per-seed entropy at the first step and over the
+    last ``window`` steps: :func:`vdlib.report.results_contrasts.comparison_fields` (Welch and
+    paired tests, permutation p-values), the ratio of the means (``ratio``: the paper's claim
+    is about 2x over the last steps) and ``paper_direction`` (the arm's entropy the higher)."""
+    per = _per_seed(entropy_frame(data), window)
+    ref = per[per["arm"] == baseline]
+    rows = []
+    if ref.empty:
+        return pd.DataFrame(rows)
+    for arm, d in per.groupby("arm", sort=False):
+        if arm == baseline:
+            continue
+        for what, label in (("first", "first step"), ("last", f"last {window} steps")):
+            c = compare_seeds(dict(zip(ref["seed"], ref[what], strict=True)),
+                              dict(zip(d["seed"], d[what], strict=True)))
+            rows.append({"arm": arm_label(arm), "entropy": label,
+                         **comparison_fields(c, ("n_baseline", "n_vd"), ("baseline", "vd")),
+                         "ratio": round(c.mean_b / c.mean_a, 3) if c.mean_a else None,
+                         "paper_direction": bool(c.diff > 0),
+                         "welch_significant": c.welch_significant,
+                         "paired_significant": c.paired_significant})
+    return pd.DataFrame(rows)
+
+
+def single_policy_pass1_table(data: Mapping[str, Any], ddof: int = SE_DDOF) -> pd.DataFrame:
+    """pass@1 in % per arm and benchmark: mean ± SE over seeds (each seed the mean of its
+    evaluation runs; the starting checkpoint over its runs), population SD by default (the
+    paper's cells' rule), and tab:vanilla_grpo's cell beside (no SE in the paper)."""
+    paper = paper_cells("tab:vanilla_grpo", "Qwen3-4B-Base")
+    groups: dict[str, dict[str, list[float]]] = {}
+    if data.get("base_pass1"):
+        groups["base"] = {b: [100.0 * a for a in r["accuracies"]]
+                          for b, r in data["base_pass1"].items()}
+    for run in data["runs"]:
+        for b, r in (run.get("pass1") or {}).items():
+            acc = r["accuracies"]
+            groups.setdefault(run["arm"], {}).setdefault(b, []).append(100.0 * sum(acc)
+                                                                      / len(acc))
+    rows = []
+    for arm, by in groups.items():
+        for b, values in by.items():
+            cell = paper.get(arm, {}).get(b)
+            rows.append({"arm": "Base (no training)" if arm == "base" else arm_label(arm),
+                         "benchmark": b, "ours": format_cell(*mean_and_se(values, ddof),
+                                                             "markdown", 2),
+                         "n": len(values), "paper Qwen3-4B-Base": "" if cell is None
+                         else f"{cell['mean']:.1f}"})
+    return pd.DataFrame(rows, columns=["arm", "benchmark", "ours", "n", "paper Qwen3-4B-Base"])
+
+
+#: the first line of each table's ``.md``
+NOTES = {
+    "entropy": "Policy mean per-token entropy (nats/token): mean ± SE over seeds (sample SD); "
+               "the paper's Qwen3-4B-Base curves (tab:vanilla_entropy) read the same way.",
+    "entropy_effects": "Arm minus baseline on the per-seed entropy (vdlib.utils.stats."
+                       "compare_seeds): Welch's t on Welch–Satterthwaite df, paired t by seed, "
+                       "permutation p-values; ratio = arm mean / baseline mean.",
+    "pass1": f"pass@1 in %: mean ± SE over seeds (ddof {SE_DDOF}); n = seeds (the base: its "
+             "evaluation runs); the paper's tab:vanilla_grpo cells beside (Qwen3-4B-Base).",
+}
+
+
+def single_policy_report(path: str | os.PathLike, out_dir: str | os.PathLike,
+                         name: str | None = None) -> list[Path]:
+    """``<name>_entropy_trajectory.{png,pdf,csv}`` (the figure), ``<name>_entropy``,
+    ``<name>_entropy_effects`` and ``<name>_pass1`` (``.md`` headed by its rule, and ``.csv``)
+    and ``<name>_report.json``; the written paths. Nothing is written until the file is
+    checked and every table built."""
+    from vdlib.report import plots
+
+    data = load_single_policy(path)
+    name = name or Path(path).stem
+    tables = (("entropy", entropy_table(data)), ("entropy_effects", entropy_effects(data)),
+              ("pass1", single_policy_pass1_table(data)))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    fig = plots.entropy_figure(entropy_frame(data), out, name=f"{name}_entropy_trajectory")
+    written = list(fig.paths)
+    for suffix, table in tables:
+        base = out / f"{name}_{suffix}"
+        table.to_csv(base.with_suffix(".csv"), index=False)
+        base.with_suffix(".md").write_text(
+            f"{NOTES[suffix]}\n\n{table.to_markdown(index=False)}\n", encoding="utf-8")
+        written += [base.with_suffix(".csv"), base.with_suffix(".md")]
+    meta = {k: v for k, v in data.items() if k not in ("runs", "base_pass1")}
+    written.append(atomic_write_json(out / f"{name}_report.json",
+                                     {"source": str(path), **meta,
+                                      "files": [p.name for p in written]}))
+    return written
