@@ -470,15 +470,22 @@ def results_report(path: str | os.PathLike, out_dir: str | os.PathLike,
     out.mkdir(parents=True, exist_ok=True)
     fig = plots.diversity_dynamics(frame, out, name=f"{name}_dynamics",
                                    paper_model="Qwen3-4B")
-    written = list(fig.paths)
+    meta = {k: v for k, v in data.items() if k != "records"}
+    return write_report(out, name, path, meta, list(fig.paths), tables, TABLE_NOTES)
+
+
+def write_report(out: Path, name: str, source: Any, meta: Mapping[str, Any],
+                 written: list[Path], tables: Sequence[tuple[str, pd.DataFrame]],
+                 notes: Mapping[str, str]) -> list[Path]:
+    """Each table as ``<name>_<suffix>.csv`` and ``.md`` (headed by ``notes[suffix]``), then
+    ``<name>_report.json`` (source, ``meta``, every file's name); ``written`` plus those."""
     for suffix, table in tables:
         base = out / f"{name}_{suffix}"
         table.to_csv(base.with_suffix(".csv"), index=False)
         base.with_suffix(".md").write_text(
-            f"{TABLE_NOTES[suffix]}\n\n{table.to_markdown(index=False)}\n", encoding="utf-8")
+            f"{notes[suffix]}\n\n{table.to_markdown(index=False)}\n", encoding="utf-8")
         written += [base.with_suffix(".csv"), base.with_suffix(".md")]
-    meta = {k: v for k, v in data.items() if k != "records"}
     written.append(atomic_write_json(out / f"{name}_report.json",
-                                     {"source": str(path), **meta,
+                                     {"source": str(source), **meta,
                                       "files": [p.name for p in written]}))
     return written

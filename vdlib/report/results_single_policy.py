@@ -28,10 +28,9 @@ import pandas as pd
 
 from vdlib.report.frames import arm_label
 from vdlib.report.paper_values import paper_cells, paper_series
-from vdlib.report.results import ResultsFileError, read_json_file
+from vdlib.report.results import ResultsFileError, read_json_file, write_report
 from vdlib.report.results_contrasts import comparison_fields
 from vdlib.report.table_format import format_cell
-from vdlib.utils.artifacts import atomic_write_json
 from vdlib.utils.stats import SE_DDOF, compare_seeds, mean_and_se
 
 __all__ = ["ENTROPY_WINDOW", "is_single_policy", "load_single_policy", "entropy_frame",
@@ -229,15 +228,5 @@ def single_policy_report(path: str | os.PathLike, out_dir: str | os.PathLike,
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     fig = plots.entropy_figure(entropy_frame(data), out, name=f"{name}_entropy_trajectory")
-    written = list(fig.paths)
-    for suffix, table in tables:
-        base = out / f"{name}_{suffix}"
-        table.to_csv(base.with_suffix(".csv"), index=False)
-        base.with_suffix(".md").write_text(
-            f"{NOTES[suffix]}\n\n{table.to_markdown(index=False)}\n", encoding="utf-8")
-        written += [base.with_suffix(".csv"), base.with_suffix(".md")]
     meta = {k: v for k, v in data.items() if k not in ("runs", "base_pass1")}
-    written.append(atomic_write_json(out / f"{name}_report.json",
-                                     {"source": str(path), **meta,
-                                      "files": [p.name for p in written]}))
-    return written
+    return write_report(out, name, path, meta, list(fig.paths), tables, NOTES)
