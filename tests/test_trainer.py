@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import torch
 from datasets import Dataset
@@ -48,10 +50,17 @@ def _trainer(tmp_path, g=TINY, alpha=0.5, loss_variant="grpo", offload_max_grad_
     return trainer, reward, vd, trainer.model
 
 
-def test_masked_training_changes_parameters_and_never_samples_dropped_ids(tmp_path):
+def test_masked_training_changes_parameters_and_never_samples_dropped_ids(tmp_path, capsys,
+                                                                          caplog):
     trainer, reward, vd, model = _trainer(tmp_path)
     before = {k: v.detach().clone() for k, v in model.named_parameters()}
-    trainer.train()
+    capsys.readouterr()
+    with caplog.at_level(logging.DEBUG, logger="vdlib.loop.trainer_logs"):
+        trainer.train()
+    # the per-step dicts go to logging (vdlib.loop.trainer_logs), not stdout
+    assert "'loss'" not in capsys.readouterr().out
+    steps = [r.getMessage() for r in caplog.records if r.name == "vdlib.loop.trainer_logs"]
+    assert any(m.startswith("step 1: ") and "'loss'" in m for m in steps), steps
     changed = [k for k, v in model.named_parameters() if not torch.equal(v, before[k])]
     assert changed, "no parameter changed after training"
     assert len(trainer.mask_log) == 2 and len(reward.completion_ids) == 2
@@ -233,3 +242,26 @@ def test_skip_null_backward_leaves_the_weights_only_where_the_gradient_is_zero(t
         assert same is skipped
         logged = trainer.state.log_history[0]
         assert "entropy" in logged and (logged["reward_std"] == 0.0) is skipped
+
+
+def test_log_not_print_swaps_only_the_printing_callbacks():
+    from types import SimpleNamespace
+
+    from transformers.trainer_callback import (
+        DefaultFlowCallback,
+        PrinterCallback,
+        ProgressCallback,
+    )
+
+    from vdlib.loop.trainer_logs import LogRecordCallback, QuietProgressCallback, log_not_print
+
+    flow = DefaultFlowCallback()
+    for printing, quiet in ((ProgressCallback(max_str_len=7), QuietProgressCallback),
+                            (PrinterCallback(), LogRecordCallback)):
+        trainer = SimpleNamespace(callback_handler=SimpleNamespace(callbacks=[flow, printing]))
+        log_not_print(trainer)
+        assert trainer.callback_handler.callbacks[0] is flow
+        assert type(trainer.callback_handler.callbacks[1]) is quiet
+    assert trainer.callback_handler.callbacks[1].on_log(
+        None, SimpleNamespace(is_world_process_zero=True, global_step=3), None,
+        logs={"loss": 1.0}) is None

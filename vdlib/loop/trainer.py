@@ -273,17 +273,17 @@ class MaskedGRPOTrainer(GRPOTrainer):
         if int((cov or {}).get("experience_micro_batch", 4)) < 1:
             raise ValueError("cov experience_micro_batch must be >= 1")
         from vdlib.engines.vllm_backend import trl_llm_kwargs
-
+        from vdlib.loop.trainer_logs import log_not_print
         # TRL's colocated vLLM starts in here, or receives the run's engine from the factory
         with trl_llm_kwargs(rollout_llm_kwargs, factory=rollout_llm_factory):
             super().__init__(*args, **kwargs)
+        log_not_print(self)  # the per-step dicts to logging (DEBUG), not stdout
         handle = getattr(getattr(self, "vllm_generation", None), "llm", None)
         if rollout_llm_factory is not None and hasattr(handle, "policy"):
             handle.policy = self.model  # the freshness diagnostic compares against it
         self.offload_max_grad_norm, self.vocab_dropout = offload_max_grad_norm, vocab_dropout
         self.mask_seed_fn, self.skip_null_backward = mask_seed_fn, skip_null_backward
-        self.loss_variant, self.cov = loss_variant, dict(cov or {})
-        self.current_mask_seed: int | None = None
+        self.loss_variant, self.cov, self.current_mask_seed = loss_variant, dict(cov or {}), None
         self.mask_log: list[dict[str, Any]] = []  # (step, seed, kept fraction) per generation
         self._cov_generator = torch.Generator().manual_seed(int(self.args.seed))
         ref = getattr(self, "ref_model", None)
