@@ -42,9 +42,9 @@ class LogRecordCallback(TrainerCallback):
 
 def log_not_print(trainer: Any) -> None:
     """Swap ``trainer``'s ProgressCallback / PrinterCallback for the logging ones (the others
-    and their order kept)."""
-    handler = trainer.callback_handler
-    for i, cb in enumerate(handler.callbacks):
+    and their order kept); a trainer without a callback handler is left as it is."""
+    handler = getattr(trainer, "callback_handler", None)
+    for i, cb in enumerate(getattr(handler, "callbacks", None) or []):
         if type(cb) is ProgressCallback:
             handler.callbacks[i] = QuietProgressCallback(
                 **({"max_str_len": cb.max_str_len} if hasattr(cb, "max_str_len") else {}))
