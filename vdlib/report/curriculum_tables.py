@@ -89,6 +89,25 @@ def vocab_util_table(metrics: pd.DataFrame, fmt: str | None = None, *,
     return table_output(pd.DataFrame(recs), fmt, 0)
 
 
+def vendi_growth(metrics: pd.DataFrame) -> pd.DataFrame:
+    """``arm, seed, iteration, value``: per arm, seed and iteration t > 1, cumulative Vendi at t
+    minus at iteration 1 (a run without iteration 1 has none); tab:question_diversity's
+    ``Growth`` is the row of the run's last iteration.
+
+    >>> f = pd.DataFrame({"arm": ["a"] * 2, "seed": [0] * 2, "iteration": [1, 3],
+    ...                   "metric": ["cumulative_vendi"] * 2, "value": [40.0, 46.5]})
+    >>> vendi_growth(f).values.tolist()
+    [['a', 0, 3, 6.5]]
+    """
+    cv = metrics[metrics["metric"] == "cumulative_vendi"].dropna(subset=["value"])
+    rows = []
+    for (arm, seed), d in cv.groupby(["arm", "seed"], sort=True):
+        d = d.set_index("iteration")["value"]
+        if 1 in d.index:
+            rows += [(arm, seed, t, float(d[t] - d[1])) for t in sorted(d.index) if t > 1]
+    return pd.DataFrame(rows, columns=["arm", "seed", "iteration", "value"])
+
+
 def question_diversity_table(metrics: pd.DataFrame, fmt: str | None = None, *,
                              arms: Sequence[str] | None = ("baseline", "train_only",
                                                            "gen_only", "vd75")) -> Any:
@@ -99,12 +118,9 @@ def question_diversity_table(metrics: pd.DataFrame, fmt: str | None = None, *,
     cv = metrics[metrics["metric"] == "cumulative_vendi"].dropna(subset=["value"])
     arms = select_arms(cv["arm"], arms, "question_diversity_table")
     col = lambda t: "It. 1" if t == 1 else f"1-{t}"  # noqa: E731
-    growth = []
-    for (arm, seed), d in cv.groupby(["arm", "seed"], dropna=False):
-        d = d.set_index("iteration")["value"]
-        if 1 in d.index and d.index.max() > 1:
-            growth.append((arm, seed, d[d.index.max()] - d[1]))
-    g = seed_summary(pd.DataFrame(growth, columns=["arm", "seed", "value"]), ["arm"])
+    growth = vendi_growth(cv)
+    last = growth.groupby(["arm", "seed"])["iteration"].transform("max") == growth["iteration"]
+    g = seed_summary(growth[last], ["arm"])
     agg = seed_summary(cv, ["arm", "iteration"])
     recs = []
     for arm in arms:

@@ -94,8 +94,9 @@ def _run_summary(parts: Sequence[Mapping[str, Any]], index: int,
     part that is itself a merge keeps its own word on the run's card and on an evaluation read
     from a log."""
     full = [r for r in recs if not r.get("partial")]
-    own = (parts[index].get("runs") or {}) if isinstance(parts[index].get("runs"), dict) else {}
-    own = own.get(layout.arm_run_id(recs[0]["arm"], recs[0]["seed"]), {})
+    runs = parts[index].get("runs")
+    own = runs.get(layout.arm_run_id(recs[0]["arm"], recs[0]["seed"]), {}) \
+        if isinstance(runs, dict) else {}
     evaluated = bool(full) and any(k.startswith(PASS1_PREFIX) and v is not None
                                    for k, v in full[-1].items())
     entry: dict[str, Any] = {
@@ -177,7 +178,8 @@ def _not_json_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def _number(value: Any) -> bool:
+def is_finite_number(value: Any) -> bool:
+    """A JSON number that is finite (a bool is not one)."""
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -204,10 +206,10 @@ def _check_record(path: Any, i: int, r: Any) -> None:
             continue
         if key in RECORD_FIELDS or (key.startswith(PASS1_PREFIX) and key != "pass1_unfinished"
                                     and not key.endswith("_runs")):
-            if value is not None and not _number(value):
+            if value is not None and not is_finite_number(value):
                 raise ResultsFileError(f"{where}: {key!r} is not a finite number or null")
         elif key.startswith(PASS1_PREFIX) and key.endswith("_runs"):
-            if not isinstance(value, list) or not all(_number(v) for v in value):
+            if not isinstance(value, list) or not all(is_finite_number(v) for v in value):
                 raise ResultsFileError(f"{where}: {key!r} is not a list of finite numbers")
 
 
@@ -460,7 +462,7 @@ def results_report(path: str | os.PathLike, out_dir: str | os.PathLike,
     frame = loop_frame(data)
     tables = [("summary", summary_table(data)), ("pass1", pass1_table(data)),
               ("paper", paper_table(data)), ("effects", effects_table(data))]
-    contrasts = contrasts_table(loop_frame(data, CONTRAST_METRICS))
+    contrasts = contrasts_table(frame[frame["metric"].isin(CONTRAST_METRICS)])
     if not contrasts.empty:  # a pair of trained arms the paper compares
         tables.append(("contrasts", contrasts))
     if frame[frame["metric"] == "cumulative_vendi"]["iteration"].nunique() > 1:

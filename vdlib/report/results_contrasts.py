@@ -24,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 
+from vdlib.report.curriculum_tables import vendi_growth
 from vdlib.report.frames import LOOP_METRIC_COLUMNS, arm_label
 from vdlib.utils.stats import compare_seeds
 
@@ -97,21 +98,15 @@ CONTRAST_METRICS = (*DIRECTION, "valid_fraction", "curriculum_size")
 
 def growth_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """Rows of metric :data:`GROWTH` from a loop frame: per arm, seed and iteration t > 1,
-    cumulative Vendi at t minus at iteration 1.
+    cumulative Vendi at t minus at iteration 1
+    (:func:`vdlib.report.curriculum_tables.vendi_growth`).
 
     >>> f = pd.DataFrame({"arm": ["a"] * 2, "seed": [0] * 2, "iteration": [1, 3],
     ...                   "metric": ["cumulative_vendi"] * 2, "value": [40.0, 46.5]})
     >>> growth_frame(f)[["iteration", "value"]].values.tolist()
     [[3.0, 6.5]]
     """
-    cv = frame[frame["metric"] == "cumulative_vendi"]
-    rows = []
-    for (arm, seed), d in cv.groupby(["arm", "seed"], sort=True):
-        d = d.set_index("iteration")["value"]
-        if 1 in d.index:
-            rows += [{"arm": arm, "seed": seed, "iteration": t, "metric": GROWTH,
-                      "value": float(d[t] - d[1])} for t in d.index if t > 1]
-    return pd.DataFrame(rows, columns=LOOP_METRIC_COLUMNS)
+    return vendi_growth(frame).assign(metric=GROWTH)[LOOP_METRIC_COLUMNS]
 
 
 def contrasts_table(frame: pd.DataFrame,

@@ -18,7 +18,6 @@ paper's "2x" is) and the pass@1 table with tab:vanilla_grpo's cells beside.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -28,7 +27,12 @@ import pandas as pd
 
 from vdlib.report.frames import arm_label
 from vdlib.report.paper_values import paper_cells, paper_series
-from vdlib.report.results import ResultsFileError, read_json_file, write_report
+from vdlib.report.results import (
+    ResultsFileError,
+    is_finite_number,
+    read_json_file,
+    write_report,
+)
 from vdlib.report.results_contrasts import comparison_fields
 from vdlib.report.table_format import format_cell
 from vdlib.utils.stats import SE_DDOF, compare_seeds, mean_and_se
@@ -41,10 +45,6 @@ __all__ = ["ENTROPY_WINDOW", "is_single_policy", "load_single_policy", "entropy_
 #: step to step: 0.07-0.26 over its baseline's last 30 steps)
 ENTROPY_WINDOW = 10
 _PAPER = ("tab:vanilla_entropy", "Qwen3-4B-Base")
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def is_single_policy(data: Any) -> bool:
@@ -69,7 +69,7 @@ def _check_run(path: Any, i: int, run: Any) -> None:
                 or not isinstance(s.get("step"), int):
             raise ResultsFileError(f"{where}.steps[{j}]: no integer 'step'")
         for key in ("entropy", "reward"):
-            if s.get(key) is not None and not _number(s[key]):
+            if s.get(key) is not None and not is_finite_number(s[key]):
                 raise ResultsFileError(f"{where}.steps[{j}]: {key!r} is not a finite number")
     _check_pass1(f"{where}.pass1", run.get("pass1"))
 
@@ -81,7 +81,7 @@ def _check_pass1(where: str, pass1: Any) -> None:
         raise ResultsFileError(f"{where} is not an object or null")
     for bench, r in pass1.items():
         acc = r.get("accuracies") if isinstance(r, dict) else None
-        if not isinstance(acc, list) or not acc or not all(_number(a) for a in acc):
+        if not isinstance(acc, list) or not acc or not all(is_finite_number(a) for a in acc):
             raise ResultsFileError(f"{where}[{bench!r}]: 'accuracies' is not a list of numbers")
 
 
