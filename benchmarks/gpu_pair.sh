@@ -2,7 +2,8 @@
 # Two experiments side by side on one lent machine, one GPU each (issue 30's 2-GPU holds):
 # each lane is benchmarks/gpu_small.sh with its own PARAMS, OUT ($OUT/<name>), GS_DIR
 # (/tmp/gs_<name>), GPU (SPARE, GRID_GPUS with one slot a run, EVAL_OFFSET) and rendezvous ports
-# (VDLIB_GRID_PORT_BASE), so neither sees the other's files. A lane is NAME:PARAMS:GPU:SEEDS
+# (VDLIB_GRID_PORT_BASE, by the lane's place in LANES, so that two lanes may share a GPU), so
+# neither sees the other's files. A lane is NAME:PARAMS:GPU:SEEDS
 # (seeds comma-separated); the steps run in turn in every lane, the lanes at once:
 #   LANES="phase:params/gpu-small/phase_ablation.yaml:0:2 anneal:params/gpu-small/annealing.yaml:1:0,1" \
 #       bash benchmarks/gpu_pair.sh grid            # repeat until both grids are done
@@ -17,9 +18,9 @@ export END=${END:-$(( $(date +%s) + ${LIMIT:-560} ))}  # as gpu_small.sh: every 
 . "$(dirname "$0")/gpu_env.sh"  # refuses a released machine; the wheels' site for load_params
 [ -n "$LANES" ] || { echo "LANES is empty: NAME:PARAMS:GPU:SEEDS ..."; exit 2; }
 [ $# -gt 0 ] || { echo "steps? grid, eval, export"; exit 2; }
-lane() {  # NAME PARAMS GPU SEEDS(comma) STEPS...
-    local name=$1 p=$2 g=$3 seeds=${4//,/ } step n slots last
-    shift 4
+lane() {  # INDEX NAME PARAMS GPU SEEDS(comma) STEPS...
+    local i=$1 name=$2 p=$3 g=$4 seeds=${5//,/ } step n slots last
+    shift 5
     n=$(python3 -c "
 from vdlib.config.experiment import load_params
 print(len(load_params('$p').arms) * $(echo $seeds | wc -w))") || return 2
@@ -30,14 +31,16 @@ print(len(load_params('$p').arms) * $(echo $seeds | wc -w))") || return 2
         end=$END  # a grid followed by other steps leaves them RESERVE seconds (default 200)
         [ "$step" = grid ] && [ "$step" != "$last" ] && end=$((END - ${RESERVE:-200}))
         END=$end OUT=$OUT/$name GS_DIR=/tmp/gs_$name SPARE=$g GRID_GPUS=$slots EVAL_OFFSET=$g \
-            VDLIB_GRID_PORT_BASE=$((29600 + 100 * g)) PARAMS=$p NO_BUNDLE=$nb \
+            VDLIB_GRID_PORT_BASE=$((29600 + 100 * i)) PARAMS=$p NO_BUNDLE=$nb \
             bash "$(dirname "$0")/gpu_small.sh" "$step" $seeds >> "$OUT/$name.txt" 2>&1
         echo "$name $step: rc $?" >> "$OUT/$name.txt"
     done
 }
+i=0
 for l in $LANES; do
     IFS=: read -r name p g seeds <<< "$l"
-    lane "$name" "$p" "$g" "$seeds" "$@" &
+    lane "$i" "$name" "$p" "$g" "$seeds" "$@" &
+    i=$((i + 1))
 done
 wait
 for l in $LANES; do

@@ -91,6 +91,11 @@ def test_undefined_fields_are_none():
     assert one.n_pairs == 1 and one.paired_t is None and not one.welch_significant
     flat = compare_seeds({0: 1.0, 1: 1.0}, {0: 1.0, 1: 1.0})  # no spread: no test
     assert flat.se == 0 and flat.welch_t is None and flat.paired_t is None
+    # equal differences but for float rounding (pass@1 of 3 runs of 500 items, in %): no spread
+    # either, not t = 1,333
+    rounded = compare_seeds({1: 13 / 15, 2: 9 / 15}, {1: 14 / 15, 2: 10 / 15})
+    assert rounded.paired_se < 1e-12 and rounded.paired_t is None and rounded.paired_p is None
+    assert rounded.welch_t is not None  # the arms themselves do spread
     nan = compare_seeds({0: 1.0, 1: float("nan"), 2: 2.0}, {0: 1.5, 1: 2.0, 2: None})
     assert (nan.n_a, nan.n_b, nan.n_pairs) == (2, 2, 1)
     with pytest.raises(ValueError, match="at least one value"):

@@ -20,7 +20,8 @@ from vdlib.report.results_contrasts import CONTRAST_METRICS, GROWTH, Contrast, c
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "results"
 #: each committed results file and the script that merges it from the machine holds' exports
-MERGE_SCRIPTS = {"gpu_small_main": "merge.sh", "gpu_small_phase": "merge_phase.sh"}
+MERGE_SCRIPTS = {"gpu_small_main": "merge.sh", "gpu_small_phase": "merge_phase.sh",
+                 "gpu_small_anneal": "merge_anneal.sh"}
 COMMITTED = sorted(RESULTS.glob("gpu_small_*.json"))
 
 
@@ -144,3 +145,39 @@ def test_each_committed_results_file_is_the_merge_of_its_exports(path, tmp_path)
     subprocess.run(["bash", str(script), str(out)], cwd=ROOT, env=env, check=True,
                    capture_output=True, timeout=300)
     assert json.loads(out.read_text()) == load_results(path)
+
+
+def _ablations_module():
+    import importlib.util
+
+    path = ROOT / "benchmarks" / "results" / "gpu_small" / "ablations.py"
+    spec = importlib.util.spec_from_file_location("gpu_small_ablations", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # its dataclass looks its module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_results_md_ablation_sections_are_what_ablations_py_prints():
+    """docs/RESULTS.md has a section for every committed ablation file (the main table has its
+    own, compare.py); each section's block is what ablations.py prints from the file, and the
+    prose after the block quotes only numbers of the block or of the paper's rows the file's
+    question-diversity table sets beside ours."""
+    import re
+
+    mod = _ablations_module()
+    assert {p.stem.removeprefix("gpu_small_") for p in COMMITTED} - {"main"} <= set(mod.ABLATIONS)
+    text = (ROOT / "docs" / "RESULTS.md").read_text(encoding="utf-8")
+    new = mod.blocks()
+    assert set(new) == {p.stem.removeprefix("gpu_small_") for p in COMMITTED} - {"main"}
+    assert mod.embedded(text) == new
+    number = r"[+−-]?\d[\d,]*\.\d+"
+    for name, body in new.items():
+        end = mod.END.format(name)
+        after = text[text.index(end) + len(end):]
+        after = after[:after.index("\n## ")]
+        paper = (RESULTS / "gpu_small" / f"gpu_small_{name}_question_diversity.md").read_text()
+        allowed = {n.lstrip("+−-") for n in re.findall(number, body + paper)}
+        quoted = re.findall(number, after)
+        assert len(quoted) >= 15, name
+        assert [q for q in quoted if q.lstrip("+−-") not in allowed] == [], name

@@ -180,6 +180,13 @@ def _sign_flip_p(d: Sequence[float]) -> float | None:
     return (_at_least(means, observed) + 1) / (PERMUTATION_SAMPLES + 1)
 
 
+def _spread(se: float, values: Sequence[float]) -> bool:
+    """Whether an SE is more than the rounding of ``values``: differences that are equal but for
+    float rounding (0.9333 - 0.8667 and 0.6667 - 0.6) have no spread, and a t built on the
+    rounding would be arbitrary (t = 1,333 on 1 df), so such a t is left undefined."""
+    return se > 1e-9 * max(1.0, *(abs(v) for v in values))
+
+
 def compare_seeds(a: Mapping[Any, float] | Sequence[float],
                   b: Mapping[Any, float] | Sequence[float],
                   permutation: bool = True) -> Comparison:
@@ -206,7 +213,7 @@ def compare_seeds(a: Mapping[Any, float] | Sequence[float],
     if na >= 2 and nb >= 2:
         qa, qb = statistics.variance(xa) / na, statistics.variance(xb) / nb
         se = math.sqrt(qa + qb)
-        if se > 0:
+        if _spread(se, [*xa, *xb]):
             t = diff / se
             df = (qa + qb) ** 2 / (qa ** 2 / (na - 1) + qb ** 2 / (nb - 1))
             p = _t_p(t, df)
@@ -216,7 +223,7 @@ def compare_seeds(a: Mapping[Any, float] | Sequence[float],
     p_se = p_t = p_df = p_p = None
     if len(pairs) >= 2:
         p_se = statistics.stdev(pairs) / math.sqrt(len(pairs))
-        if p_se > 0:
+        if _spread(p_se, [*xa, *xb]):
             p_t, p_df = p_mean / p_se, len(pairs) - 1
             p_p = _t_p(p_t, p_df)
     return Comparison(

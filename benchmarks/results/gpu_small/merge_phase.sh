@@ -1,22 +1,25 @@
 #!/bin/bash
 # How docs/results/gpu_small_phase.json (issue 30's phase ablation) is made (run at the
-# repository root; tests/test_results.py checks that it gives the committed file):
+# repository root; tests/test_results_experiments.py checks that it gives the committed file):
 #   the baseline and VD75 runs are the main table's (docs/results/gpu_small_main.json, every
 #   seed: the same params as the phase arms' except `arms`; they ran under `engine.lifetime:
 #   stage` with eager engines, the phase arms under `run` with CUDA graphs: same distribution,
 #   other samples), with its base checkpoint's evaluation; each run's `source` in the JSON says
 #   which file it came from;
 #   phase part 1 (2 x H200, 2026-11-28): train_only and gen_only, seeds 0 and 1, iterations 1-3
-#   and their final solvers' evaluation (phase_h200x2_part1/). Seed 2 is not run yet.
+#   and their final solvers' evaluation (phase_h200x2_part1/);
+#   phase part 2 (2 x H200, 2026-11-28, beside annealing on the other GPU): seed 2 of both arms,
+#   iterations 1-3 and their final solvers' evaluation (phase_h200x2_part2/).
 set -e
 G=benchmarks/results/gpu_small
 OUTFILE=${1:-docs/results/gpu_small_phase.json}
 SHARED=baseline-seed0,baseline-seed1,baseline-seed2,vd75-seed0,vd75-seed1,vd75-seed2
 python benchmarks/gpu_small.py merge params/gpu-small/phase_ablation.yaml \
     --parts "docs/results/gpu_small_main.json::$SHARED" $G/phase_h200x2_part1/gpu_small_phase.json \
+    $G/phase_h200x2_part2/gpu_small_phase.json \
     --note experiment gpu_small_phase \
     --note params params/gpu-small/phase_ablation.yaml \
     --note shared_runs "baseline and vd75 (every seed): the main table's runs (docs/results/gpu_small_main.json; engine.lifetime stage, eager), not rerun" \
-    --note completed "train_only and gen_only: seeds 0 and 1, iterations 1-3 (2 x H200, two runs a GPU, CUDA graphs); seed 2 not yet run" \
+    --note completed "train_only and gen_only: every seed, iterations 1-3 (2 x H200, two runs a GPU, CUDA graphs)" \
     --note solver_eval "pass@1 at T = 0.7, 3 runs, GSM8K and MATH500: the final (iteration-3) solvers of every phase run; the shared runs' as in the main table (seed 0 without MATH500)" \
     --note date 2026-11-28 --out "$OUTFILE"

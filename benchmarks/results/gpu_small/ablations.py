@@ -1,0 +1,183 @@
+"""docs/RESULTS.md's sections on issue 30's ablations at GPU scale (phase ablation, annealed
+alpha, and each further experiment as its merged file lands), regenerated from the committed
+docs/results/gpu_small_<name>.json alone. Run at the repository root:
+
+    python benchmarks/results/gpu_small/ablations.py            # print every block
+    python benchmarks/results/gpu_small/ablations.py --write    # replace them in docs/RESULTS.md
+
+Each block sits between ``<!-- BEGIN ablations.py:NAME -->`` and ``<!-- END ablations.py:NAME -->``;
+tests/test_results_experiments.py checks that it is what this script prints, and that the
+prose after it in its section quotes only numbers the block holds.
+
+A block: which runs the file holds (and which it shares with the main table), the per-iteration
+mean ± SE over seeds (sample SD, as the main table's section) of every arm, pass@1 of the final
+solvers (from each run's correct count), and the tests the paper's claims call for at the last iteration, each arm against its
+reference (:func:`vdlib.utils.stats.compare_seeds`: Welch's t with its df, the paired t by
+seed on n - 1 df), the growth of cumulative Vendi (last iteration minus the first, per seed)
+included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import re
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from vdlib.app.plan import BENCHMARK_ITEMS
+from vdlib.report.frames import arm_label
+from vdlib.utils.stats import compare_seeds
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[2]
+RESULTS_MD = ROOT / "docs" / "RESULTS.md"
+BEGIN, END = "<!-- BEGIN ablations.py:{} -->", "<!-- END ablations.py:{} -->"
+
+_spec = importlib.util.spec_from_file_location("gpu_small_compare", HERE / "compare.py")
+compare = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(compare)
+
+#: metric -> (label, decimals); per iteration in the table, tested at the last iteration
+METRICS = {"valid_fraction": ("valid fraction", 3), "self_bleu": ("Self-BLEU ↓", 3),
+           "vendi": ("Vendi ↑", 1), "cumulative_vendi": ("cumulative Vendi ↑", 1),
+           "curriculum_size": ("curriculum size", 1),
+           "kept_fraction": ("kept fraction (proposer's training mask)", 3)}
+PASS1 = {"pass1_gsm8k": ("GSM8K pass@1 (%)", 2), "pass1_math500": ("MATH500 pass@1 (%)", 2)}
+GROWTH = ("cumulative Vendi growth ↑", 2)
+TESTED = ("valid_fraction", "self_bleu", "vendi", "growth", "pass1_gsm8k", "pass1_math500")
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """One experiment's file, its arms in column order and its (arm, reference) tests."""
+
+    json: str
+    arms: tuple[str, ...]
+    tests: tuple[tuple[str, str], ...]
+
+
+ABLATIONS = {
+    "phase": Ablation("gpu_small_phase.json", ("baseline", "vd75", "train_only", "gen_only"),
+                      (("train_only", "baseline"), ("gen_only", "baseline"),
+                       ("gen_only", "train_only"), ("vd75", "gen_only"),
+                       ("vd75", "train_only"))),
+    "anneal": Ablation("gpu_small_anneal.json", ("baseline", "vd75", "anneal"),
+                       (("anneal", "vd75"), ("anneal", "baseline"))),
+}
+
+
+class _Data(compare.Data):
+    def by_seed(self, arm: str, metric: str, t: int) -> dict[int, float]:
+        """pass@1 from its runs' correct counts (the records round each value to 4 decimals,
+        which would give two seeds' equal differences a spread of 1e-4 and the paired t of
+        that rounding); every other metric as recorded."""
+        n = BENCHMARK_ITEMS.get(metric.removeprefix("pass1_")) if metric in PASS1 else None
+        if n is None:
+            return super().by_seed(arm, metric, t)
+        return {r["seed"]: statistics.fmean(round(v * n / 100) * 100 / n for v in runs)
+                for r in self.recs if r["arm"] == arm and r["iteration"] == t
+                and (runs := r.get(f"{metric}_runs"))}
+
+    def values(self, arm: str, metric: str) -> dict[int, float]:
+        """Per seed at the last iteration; ``growth``: cumulative Vendi's last minus first."""
+        last = self.iterations[-1]
+        if metric != "growth":
+            return self.by_seed(arm, metric, last)
+        first = self.by_seed(arm, "cumulative_vendi", self.iterations[0])
+        end = self.by_seed(arm, "cumulative_vendi", last)
+        return {s: end[s] - first[s] for s in end if s in first}
+
+    def cell(self, arm: str, metric: str, t: int, d: int) -> str:
+        v = self.by_seed(arm, metric, t)
+        return f"{super().cell(arm, metric, t, d)} (n={len(v)})" if v else "–"
+
+
+def _label(metric: str) -> tuple[str, int]:
+    return GROWTH if metric == "growth" else {**METRICS, **PASS1}[metric]
+
+
+def block(name: str) -> str:
+    ab = ABLATIONS[name]
+    x = _Data(ROOT / "docs" / "results" / ab.json)
+    last = x.iterations[-1]
+    runs = x.data["runs"]
+    shared = [k for k, r in runs.items() if "gpu_small_main" in str(r.get("source", ""))]
+    seeds = {a: ",".join(str(s) for s in x.seeds if f"{a}-seed{s}" in runs) for a in ab.arms}
+    lines = [f"{len(runs)} runs of {x.data.get('experiment', name)} ("
+             + "; ".join(f"{a}: seeds {seeds[a]}" for a in ab.arms)
+             + f"); shared with the main table, not rerun: {', '.join(shared) or 'none'}.", "",
+             "| metric | it. | " + " | ".join(arm_label(a) for a in ab.arms) + " |",
+             "|---|---|" + "---|" * len(ab.arms)]
+    for metric, (label, d) in METRICS.items():
+        for i, t in enumerate(x.iterations):
+            lines.append(f"| {label if i == 0 else ''} | {t} | "
+                         + " | ".join(x.cell(a, metric, t, d) for a in ab.arms) + " |")
+    for metric, (label, d) in PASS1.items():
+        lines.append(f"| {label} | {last} | "
+                     + " | ".join(x.cell(a, metric, last, d) for a in ab.arms) + " |")
+    g_label, g_d = GROWTH
+    cells = []
+    for a in ab.arms:
+        v = list(x.values(a, "growth").values())
+        m, se = compare.mean_and_se(v, ddof=1) if v else (None, None)
+        cells.append("–" if m is None else f"{compare.num(m, g_d)}"
+                     + ("" if se is None else f" ± {compare.num(se, g_d)}") + f" (n={len(v)})")
+    lines.append(f"| {g_label} | 1→{last} | " + " | ".join(cells) + " |")
+    lines += ["", f"| test (iteration {last}) | metric | diff | Welch t (df), p | "
+              "paired t (df), p |", "|---|---|---|---|---|"]
+    for arm, ref in ab.tests:
+        for metric in TESTED:
+            a, b = x.values(ref, metric), x.values(arm, metric)
+            if not a or not b:
+                continue
+            label, d = _label(metric)
+            c = compare_seeds(a, b)
+            welch = ("–" if c.welch_t is None else
+                     f"{compare.num(c.welch_t, 2)} ({c.welch_df:.1f}), {compare.pval(c.welch_p)}")
+            paired = ("–" if c.paired_t is None else
+                      f"{compare.num(c.paired_t, 2)} ({c.paired_df}), "
+                      f"{compare.pval(c.paired_p)}")
+            lines.append(f"| {arm_label(arm)} − {arm_label(ref)} | {label} | "
+                         f"{compare.num(c.diff, d + 1, sign=True)} | {welch} | {paired} |")
+    return "\n".join(lines)
+
+
+def blocks() -> dict[str, str]:
+    return {name: block(name) for name, ab in ABLATIONS.items()
+            if (ROOT / "docs" / "results" / ab.json).exists()}
+
+
+def embedded(text: str) -> dict[str, str]:
+    pat = re.escape(BEGIN.format("X")).replace("X", r"(\w+)") + r"\n(.*?)\n?" \
+        + re.escape(END.format("X")).replace("X", r"\1")
+    return {m.group(1): m.group(2) for m in re.finditer(pat, text, re.S)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--write", action="store_true", help="replace the blocks in docs/RESULTS.md")
+    args = ap.parse_args(argv)
+    new = blocks()
+    if not args.write:
+        for name, body in new.items():
+            sys.stdout.write(f"{BEGIN.format(name)}\n{body}\n{END.format(name)}\n\n")
+        return 0
+    text = RESULTS_MD.read_text(encoding="utf-8")
+    missing = [n for n in new if n not in embedded(text)]
+    if missing:
+        sys.stderr.write(f"no block for {', '.join(missing)} in {RESULTS_MD}: add "
+                         f"{BEGIN.format(missing[0])} / {END.format(missing[0])} first\n")
+        return 1
+    for name, body in new.items():
+        text = re.sub(re.escape(BEGIN.format(name)) + r"\n.*?\n?" + re.escape(END.format(name)),
+                      lambda _m, n=name, b=body: f"{BEGIN.format(n)}\n{b}\n{END.format(n)}",
+                      text, flags=re.S)
+    RESULTS_MD.write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

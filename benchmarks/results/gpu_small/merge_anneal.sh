@@ -1,0 +1,22 @@
+#!/bin/bash
+# How docs/results/gpu_small_anneal.json (issue 30's annealed-alpha ablation) is made (run at
+# the repository root; tests/test_results_experiments.py checks that it gives the committed file):
+#   the baseline and VD75 runs are the main table's (docs/results/gpu_small_main.json, every
+#   seed: the same params as the anneal arm's except `arms`; they ran under `engine.lifetime:
+#   stage` with eager engines, the anneal runs under `run` with CUDA graphs: same distribution,
+#   other samples), with its base checkpoint's evaluation;
+#   anneal part 1 (2 x H200, 2026-11-28, beside the phase ablation's seed 2 on the other GPU):
+#   seeds 0 and 1, iterations 1-3 and their final solvers' evaluation (anneal_h200x2_part1/).
+#   Seed 2 is not run yet.
+set -e
+G=benchmarks/results/gpu_small
+OUTFILE=${1:-docs/results/gpu_small_anneal.json}
+SHARED=baseline-seed0,baseline-seed1,baseline-seed2,vd75-seed0,vd75-seed1,vd75-seed2
+python benchmarks/gpu_small.py merge params/gpu-small/annealing.yaml \
+    --parts "docs/results/gpu_small_main.json::$SHARED" $G/anneal_h200x2_part1/gpu_small_anneal.json \
+    --note experiment gpu_small_anneal \
+    --note params params/gpu-small/annealing.yaml \
+    --note shared_runs "baseline and vd75 (every seed): the main table's runs (docs/results/gpu_small_main.json; engine.lifetime stage, eager), not rerun" \
+    --note completed "anneal: seeds 0 and 1, iterations 1-3 (2 x H200, two runs a GPU, CUDA graphs); seed 2 not yet run" \
+    --note solver_eval "pass@1 at T = 0.7, 3 runs, GSM8K and MATH500: the final (iteration-3) solvers of the anneal runs; the shared runs' as in the main table (seed 0 without MATH500)" \
+    --note date 2026-11-28 --out "$OUTFILE"
