@@ -19,7 +19,7 @@ python benchmarks/gpu_small.py merge params/gpu-small/phase_ablation.yaml \
     $G/phase_h200x2_part2/gpu_small_phase.json \
     --note experiment gpu_small_phase \
     --note params params/gpu-small/phase_ablation.yaml \
-    --note shared_runs "baseline and vd75 (every seed): the main table's runs (docs/results/gpu_small_main.json; engine.lifetime stage, eager), not rerun" \
+    --note shared_runs "baseline and vd75 (every seed): the main table's runs (docs/results/gpu_small_main.json; engine.lifetime stage, eager; format warm-start of cache key v3, the same recipe as v4 here but for float rounding: v4 computes the same loss over a shared prompt prefix), not rerun" \
     --note completed "train_only and gen_only: every seed, iterations 1-3 (2 x H200, two runs a GPU, CUDA graphs)" \
     --note solver_eval "pass@1 at T = 0.7, 3 runs, GSM8K and MATH500: the final (iteration-3) solvers of every phase run; the shared runs' as in the main table (seed 0 without MATH500)" \
     --note date 2026-11-28 --out "$OUTFILE"
