@@ -38,6 +38,8 @@ fi
 # GRAPHS=1: the runs' engines with CUDA graphs (under engine.lifetime run, one engine a process,
 # compiled once); the same params otherwise. Every command of a run must use the same mode.
 if [ -n "$GRAPHS" ]; then P=$(graphs_copy "$P") || exit 2; fi
+# LIFETIME=stage (or run): engine.lifetime in a /tmp copy, e.g. to rerun the main table's runs
+if [ -n "$LIFETIME" ]; then P=$(lifetime_copy "$P" "$LIFETIME") || exit 2; fi
 step=$1
 shift
 seeds="$*"
