@@ -1,0 +1,58 @@
+"""benchmarks/gpu_pair.sh, the lanes of a GPU hold (issue 30), with a stub gpu_small.sh: each
+lane's GPU slots, rendezvous ports by lane (two lanes may share a GPU), its VAR=VALUE settings,
+the grid's reserve before a following step, and the checks that refuse a bad lane before any
+lane starts."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+STUB = """echo "$1 seeds=${*:2} gpus=$GRID_GPUS port=$VDLIB_GRID_PORT_BASE graphs=[$GRAPHS] \\
+life=[$LIFETIME] end=$END gs=$GS_DIR"
+"""
+
+
+def _pair(tmp_path: Path, lanes: str, *steps: str) -> subprocess.CompletedProcess:
+    bench = tmp_path / "b"
+    bench.mkdir(exist_ok=True)
+    shutil.copy(ROOT / "benchmarks" / "gpu_pair.sh", bench)
+    (bench / "gpu_env.sh").write_text("true\n")  # the lent machine's checks, not here
+    (bench / "gpu_small.sh").write_text(STUB)
+    env = {**os.environ, "OUT": str(tmp_path / "out"), "END": "2000000000", "GRAPHS": "1",
+           "LANES": lanes, "PYTHONPATH": str(ROOT),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    return subprocess.run(["bash", str(bench / "gpu_pair.sh"), *steps], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_lanes_get_their_gpu_slots_ports_by_lane_and_their_own_settings(tmp_path):
+    r = _pair(tmp_path, "main0:params/gpu-small/main_table.yaml:1:0:GRAPHS=,LIFETIME=stage "
+                        "ent:params/gpu-small/entropy_baselines.yaml:1:1,2", "grid", "eval")
+    assert r.returncode == 0, r.stderr
+    main0 = (tmp_path / "out" / "main0.txt").read_text().splitlines()
+    ent = (tmp_path / "out" / "ent.txt").read_text().splitlines()
+    # three arms x one seed on GPU 1; graphs off and the stage lifetime for this lane alone
+    assert main0[0].startswith("grid seeds=0 gpus=1,1,1 port=29600 graphs=[] life=[stage]")
+    assert "end=1999999800" in main0[0] and "end=2000000000" in main0[2]  # RESERVE before eval
+    assert main0[1] == "main0 grid: rc 0" and main0[3] == "main0 eval: rc 0"
+    # two arms x two seeds on the same GPU, the next lane's ports, the hold's GRAPHS
+    assert ent[0].startswith("grid seeds=1 2 gpus=1,1,1,1 port=29700 graphs=[1] life=[]")
+    assert "gs=/tmp/gs_ent" in ent[0] and "gs=/tmp/gs_main0" in main0[0]
+
+
+@pytest.mark.parametrize("lanes, message", [
+    ("x:params/gpu-small/main_table.yaml:0:0:notasetting", "setting 'notasetting' is not"),
+    ("x:params/gpu-small/main_table.yaml:gpu0:0", "not NAME:PARAMS:GPU:SEEDS"),
+    ("x:params/gpu-small/main_table.yaml:0:0;rm", "not NAME:PARAMS:GPU:SEEDS"),
+])
+def test_a_bad_lane_is_refused_before_any_lane_starts(tmp_path, lanes, message):
+    r = _pair(tmp_path, f"ok:params/gpu-small/main_table.yaml:0:0 {lanes}", "grid")
+    assert r.returncode == 2 and message in r.stdout
+    assert not (tmp_path / "out" / "ok.txt").exists()  # the good lane did not start either
