@@ -20,10 +20,12 @@ from vdlib.report.results_single_policy import (
 
 
 def _export(steps: int = 20) -> dict:
-    """gpu_single_policy.py export's shape: the baseline's entropy decays, vd95's less."""
+    """gpu_single_policy.py export's shape: the baseline's entropy decays, vd95's less (by
+    0.1 + 0.01 x seed: the paired differences spread, so the paired t is defined)."""
     def run(arm, seed, floor):
+        k = 0.01 if arm == "baseline" else 0.02
         return {"arm": arm, "seed": seed, "finished": True, "alpha_train": None,
-                "steps": [{"step": t, "entropy": floor + 0.5 / t + 0.01 * seed, "reward": 0.1}
+                "steps": [{"step": t, "entropy": floor + 0.5 / t + k * seed, "reward": 0.1}
                           for t in range(1, steps + 1)],
                 "pass1": {"gsm8k": {"n": 100, "accuracies": [0.01 * (seed + 1)] * 3,
                                     "mean": 0.01 * (seed + 1), "se": 0.0}}}
@@ -37,8 +39,8 @@ def test_entropy_table_and_effects_follow_the_per_seed_values():
     data = _export()
     table = entropy_table(data, window=10).set_index("arm")
     assert table.loc["Baseline", "seeds"] == 3 and table.loc["Baseline", "last step"] == 20
-    last = {a: [f + sum(0.5 / t for t in range(11, 21)) / 10 + 0.01 * s for s in range(3)]
-            for a, f in (("baseline", 0.1), ("vd95", 0.2))}
+    last = {a: [f + sum(0.5 / t for t in range(11, 21)) / 10 + k * s for s in range(3)]
+            for a, f, k in (("baseline", 0.1, 0.01), ("vd95", 0.2, 0.02))}
     ratio = (sum(last["vd95"]) / 3) / (sum(last["baseline"]) / 3)
     assert table.loc["VD95", "last vs baseline"] == f"{ratio:.2f}x"
     # the paper's baseline: 0.586 at step 0; its VD95 ends about twice as high
@@ -46,10 +48,12 @@ def test_entropy_table_and_effects_follow_the_per_seed_values():
     assert float(table.loc["VD95", "paper: last vs baseline"].rstrip("x")) > 1.5
     eff = entropy_effects(data, window=10).set_index("entropy")
     row = eff.loc["last 10 steps"]
-    assert row["diff"] == pytest.approx(0.1, abs=1e-4) and row["ratio"] == round(ratio, 3)
+    assert row["diff"] == pytest.approx(0.11, abs=1e-4) and row["ratio"] == round(ratio, 3)
     welch = stats.ttest_ind(last["vd95"], last["baseline"], equal_var=False)
     assert row["welch_p"] == pytest.approx(welch.pvalue, abs=1e-4)
     assert row["n_pairs"] == 3 and row["paired_df"] == 2 and bool(row["paper_direction"])
+    paired = stats.ttest_rel(last["vd95"], last["baseline"])
+    assert row["paired_p"] == pytest.approx(paired.pvalue, abs=1e-4)
 
 
 def test_pass1_puts_the_papers_cells_beside_ours():

@@ -66,6 +66,14 @@ ABLATIONS = {
                        ("vd75", "train_only"))),
     "anneal": Ablation("gpu_small_anneal.json", ("baseline", "vd75", "anneal"),
                        (("anneal", "vd75"), ("anneal", "baseline"))),
+    # not run to the end yet: their blocks appear once docs/results/<json> is committed
+    "entropy": Ablation("gpu_small_entropy.json", ("baseline", "vd75", "kl_cov", "clip_cov"),
+                        (("kl_cov", "baseline"), ("clip_cov", "baseline"), ("vd75", "kl_cov"),
+                         ("vd75", "clip_cov"))),
+    "fail_neg": Ablation("gpu_small_fail_neg.json",
+                         ("baseline", "vd75", "baseline_fail_neg", "vd75_fail_neg"),
+                         (("baseline_fail_neg", "baseline"), ("vd75_fail_neg", "vd75"),
+                          ("vd75_fail_neg", "baseline_fail_neg"))),
 }
 
 
