@@ -1,0 +1,56 @@
+#!/bin/bash
+# One lane of a GPU hold (benchmarks/gpu_pair.sh) into a committed export folder, as the phase
+# and annealing parts are: the last command's bundle holds the lane's export JSON, status, run
+# folders and the run logs (they grow over the hold's commands, so the last is whole); each
+# command's bundle adds its launcher log. Run at the repository root:
+#   bash benchmarks/results/gpu_small/import_hold.sh LANE DEST /work/.device/N1 /work/.device/N2 ...
+# (the hold's commands' files_at folders in order; DEST e.g.
+# benchmarks/results/gpu_small/entropy_h200x2_part1). Writes DEST/: <experiment>.json,
+# gpu_small_status.txt, runs/ (no logs), <run>.log.gz, eval.log.gz, grid_cmd<k>.log,
+# prepare.log; then write DEST/README.md (what ran, the commands, the stage seconds it prints).
+set -eo pipefail
+[ $# -ge 3 ] || { echo "usage: import_hold.sh LANE DEST DEVICE_DIR..."; exit 2; }
+lane=$1 dest=$2
+shift 2
+[ -e "$dest" ] && { echo "import_hold: $dest exists; move it aside first"; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+k=0
+for d in "$@"; do
+    k=$((k + 1))
+    [ -f "$d/$lane/bundle.tgz" ] || { echo "import_hold: no $d/$lane/bundle.tgz"; exit 1; }
+    mkdir -p "$tmp/$k"
+    tar xzf "$d/$lane/bundle.tgz" -C "$tmp/$k"
+done
+last=$tmp/$k
+ls "$last"/gpu_small_*.json > /dev/null 2>&1 || { echo "import_hold: no export in the last bundle"; exit 1; }
+mkdir -p "$dest"
+cp "$last"/gpu_small_*.json "$dest/"
+[ -f "$last/gpu_small_status.txt" ] && cp "$last/gpu_small_status.txt" "$dest/"
+(cd "$last/runs" && find . -type f ! -name '*.log' -print0) | while IFS= read -r -d '' f; do
+    mkdir -p "$dest/runs/$(dirname "$f")"
+    cp "$last/runs/$f" "$dest/runs/$f"
+done
+for f in "$last"/runs/*.log; do
+    [ -f "$f" ] && gzip -9c "$f" > "$dest/$(basename "$f").gz"
+done
+ls "$last"/gpu_small_eval_*.log > /dev/null 2>&1 && cat "$last"/gpu_small_eval_*.log | gzip -9 > "$dest/eval.log.gz"
+for i in $(seq 1 "$k"); do
+    [ -f "$tmp/$i/gpu_small_grid.log" ] && cp "$tmp/$i/gpu_small_grid.log" "$dest/grid_cmd$i.log"
+done
+for i in $(seq 1 "$k"); do  # the shared warm-start's log, from the command that built it
+    [ -f "$tmp/$i/gpu_small_prepare.log" ] && { cp "$tmp/$i/gpu_small_prepare.log" "$dest/prepare.log"; break; }
+done
+echo "import_hold: $lane -> $dest ($(du -sh "$dest" | cut -f1)); stage seconds:"
+python3 - "$dest" <<'EOF'
+import json, sys
+from pathlib import Path
+print("| run | iteration | proposer | generate | score | solver | all |")
+print("|---|---|---|---|---|---|---|")
+for t in sorted(Path(sys.argv[1], "runs").glob("*/iter_*/timing.json"),
+                key=lambda p: (p.parent.parent.name, int(p.parent.name.split("_")[1]))):
+    d = json.loads(t.read_text())
+    cells = " | ".join(f"{d.get(k, 0):.0f}" for k in ("proposer", "generate", "score", "solver"))
+    print(f"| {t.parent.parent.name} | {t.parent.name.split('_')[1]} | {cells} | "
+          f"{sum(d.values()):.0f} |")
+EOF
