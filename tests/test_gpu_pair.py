@@ -56,3 +56,48 @@ def test_a_bad_lane_is_refused_before_any_lane_starts(tmp_path, lanes, message):
     r = _pair(tmp_path, f"ok:params/gpu-small/main_table.yaml:0:0 {lanes}", "grid")
     assert r.returncode == 2 and message in r.stdout
     assert not (tmp_path / "out" / "ok.txt").exists()  # the good lane did not start either
+
+
+def _bundle(folder: Path, files: dict[str, str]) -> None:
+    import tarfile
+
+    src = folder / "src"
+    for name, text in files.items():
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        (src / name).write_text(text)
+    folder.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(folder / "bundle.tgz", "w:gz") as tar:
+        for name in files:
+            tar.add(src / name, arcname=name)
+    shutil.rmtree(src)
+
+
+def test_import_hold_lays_a_lanes_bundles_out_as_an_export_folder(tmp_path):
+    """The last command's bundle gives the export, runs (no logs), gzipped run logs and the
+    evaluation log; every command's bundle its launcher log; the first, the prepare log."""
+    import gzip
+    import json
+
+    timing = json.dumps({"proposer": 100.4, "generate": 10, "score": 50, "solver": 40.2})
+    run = {"runs/a-seed0/iter_1/metrics.json": "{}", "runs/a-seed0/iter_1/timing.json": timing}
+    _bundle(tmp_path / "d1" / "lane", {"gpu_small_grid.log": "cmd1", "gpu_small_prepare.log": "p",
+                                       "runs/a-seed0.log": "half", **run})
+    _bundle(tmp_path / "d2" / "lane", {
+        "gpu_small_grid.log": "cmd2", "gpu_small_x.json": '{"records": []}',
+        "gpu_small_status.txt": "done", "gpu_small_eval_a-seed0.log": "eval",
+        "runs/a-seed0.log": "whole", **run})
+    dest = tmp_path / "dest"
+    script = ROOT / "benchmarks" / "results" / "gpu_small" / "import_hold.sh"
+    r = subprocess.run(["bash", str(script), "lane", str(dest), str(tmp_path / "d1"),
+                        str(tmp_path / "d2")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "| a-seed0 | 1 | 100 | 10 | 50 | 40 | 201 |" in r.stdout
+    assert sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file()) == [
+        "a-seed0.log.gz", "eval.log.gz", "gpu_small_status.txt", "gpu_small_x.json",
+        "grid_cmd1.log", "grid_cmd2.log", "prepare.log", "runs/a-seed0/iter_1/metrics.json",
+        "runs/a-seed0/iter_1/timing.json"]
+    assert gzip.decompress((dest / "a-seed0.log.gz").read_bytes()) == b"whole"
+    assert (dest / "grid_cmd1.log").read_text() == "cmd1"
+    again = subprocess.run(["bash", str(script), "lane", str(dest), str(tmp_path / "d2")],
+                           capture_output=True, text=True, timeout=60)
+    assert again.returncode == 1 and "exists" in again.stdout  # never over a committed folder
