@@ -1,5 +1,5 @@
 #!/bin/bash
-# Two experiments side by side on one lent machine, one GPU each (issue 30's 2-GPU holds):
+# Experiments side by side on one lent machine, a lane each (issue 30's GPU holds; lanes may share a GPU):
 # each lane is benchmarks/gpu_small.sh with its own PARAMS, OUT ($OUT/<name>), GS_DIR
 # (/tmp/gs_<name>), GPU (SPARE, GRID_GPUS with one slot a run, EVAL_OFFSET) and rendezvous ports
 # (VDLIB_GRID_PORT_BASE, by the lane's place in LANES, so that two lanes may share a GPU), so
