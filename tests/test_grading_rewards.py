@@ -301,6 +301,36 @@ def test_a_script_without_a_main_guard_can_compare(tmp_path):
     assert "bootstrapping" not in run.stderr
 
 
+def test_the_helper_ends_with_its_process_and_leaves_no_pipe_behind(tmp_path):
+    """A process that compared and exits closes its helper (atexit): no ResourceWarning for
+    the helper's pipes at shutdown, and the helper process is gone."""
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    script = tmp_path / "compare_and_exit.py"
+    script.write_text("from vdlib.method import grading\n"
+                      "print(grading.is_equivalent('\\\\frac{1}{2}', '0.5'), "
+                      "grading._HELPER._proc.pid)\n")
+    run = subprocess.run([sys.executable, "-W", "always::ResourceWarning", str(script)],
+                         capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).resolve().parent.parent)
+    assert run.returncode == 0, run.stderr[-2000:]
+    verdict, pid = run.stdout.split()
+    assert verdict == "True" and "ResourceWarning" not in run.stderr
+    for _ in range(50):  # reaped by the exiting parent's wait; at most a moment as a zombie
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().split()[2]
+        except FileNotFoundError:
+            break
+        if state == "Z":
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"helper {pid} still running after its owner exited")
+
+
 def _noisy_compare(gold, pred, timeout):
     """Prints on stdout, as a chatty library might, before answering."""
     import os

@@ -32,6 +32,7 @@ ten pathological answers cost about ten timeouts, not ninety.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import logging
 import math
@@ -176,6 +177,22 @@ class _HelperProcess:
                 pipe.close()
         self._proc = None
 
+    def close(self) -> None:
+        """End the helper (its input closed, so it leaves its loop; killed if it does not
+        within a second), as the process exits: no helper outlives its owner, and no pipe is
+        left for the interpreter to warn about. A forked child leaves its parent's alone."""
+        with self._lock:
+            if self._proc is None or self._owner != os.getpid():
+                return
+            proc, self._proc = self._proc, None
+            try:
+                proc.stdin.close()
+                proc.wait(timeout=1)
+            except Exception:  # noqa: BLE001 - stuck in a comparison or already gone
+                proc.kill()
+                proc.wait(timeout=5)
+            proc.stdout.close()
+
     def _ask(self, gold: str, pred: str, timeout: float, budget: float) -> bool | None:
         """The helper's answer, or None when it gave none within ``budget`` seconds."""
         import json
@@ -218,6 +235,7 @@ class _HelperProcess:
 
 
 _HELPER = _HelperProcess()
+atexit.register(_HELPER.close)
 
 
 def _equivalent(gold: Any, pred: Any, timeout: float,
