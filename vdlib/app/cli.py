@@ -423,9 +423,9 @@ def _cmd_results(args: argparse.Namespace) -> int:
     from vdlib.report.results_single_policy import is_single_policy, single_policy_report
 
     try:  # a co-evolution file (records) or a single-policy one (runs); each checked first
-        report = (single_policy_report if is_single_policy(read_json_file(args.file))
-                  else results_report)
-        written = report(args.file, args.out)
+        data = read_json_file(args.file)  # read once: the dispatch and the report share it
+        report = single_policy_report if is_single_policy(data) else results_report
+        written = report(args.file, args.out, data=data)
     except ResultsFileError as e:
         sys.stderr.write(f"vdlib results: {e}\n")
         return 2

@@ -213,12 +213,13 @@ def _check_record(path: Any, i: int, r: Any) -> None:
                 raise ResultsFileError(f"{where}: {key!r} is not a list of finite numbers")
 
 
-def load_results(path: str | os.PathLike) -> dict[str, Any]:
+def load_results(path: str | os.PathLike, data: Any = None) -> dict[str, Any]:
     """A results JSON (:func:`collect_results`), checked whole before anything reads it: at most
     :data:`RESULTS_MAX_BYTES`, valid JSON without NaN or Infinity, an object holding a
     ``records`` list, each record as :func:`_check_record` wants it. Anything else is a
-    :class:`ResultsFileError` naming the file (and the record and key)."""
-    data = read_json_file(path)
+    :class:`ResultsFileError` naming the file (and the record and key). ``data``: the file's
+    value where the caller has read it already (:func:`read_json_file`); checked the same."""
+    data = read_json_file(path) if data is None else data
     if not isinstance(data, dict) or not isinstance(data.get("records"), list):
         what = f"a {type(data).__name__}" if not isinstance(data, dict) else "an object"
         raise ResultsFileError(f"{path}: not a results file (no 'records' list in {what})")
@@ -442,7 +443,7 @@ TABLE_NOTES = {
 
 
 def results_report(path: str | os.PathLike, out_dir: str | os.PathLike,
-                   name: str | None = None) -> list[Path]:
+                   name: str | None = None, data: Any = None) -> list[Path]:
     """The report step on a results JSON alone: ``<name>_dynamics.{png,pdf,csv}`` (notebook 01's
     :func:`vdlib.report.plots.diversity_dynamics`, with the paper's Qwen3-4B curves), and the tables
     ``<name>_summary``, ``<name>_pass1``, ``<name>_paper`` (ours beside the paper's cells),
@@ -452,12 +453,12 @@ def results_report(path: str | os.PathLike, out_dir: str | os.PathLike,
     ``.csv``), plus
     ``<name>_report.json`` listing them; the written paths. Nothing is written (not even
     ``out_dir``) until the file has been checked (:func:`load_results`) and every table
-    computed."""
+    computed (``data``: the file's value, already read, as :func:`load_results` takes it)."""
     from vdlib.report import plots
     from vdlib.report.curriculum_tables import question_diversity_table
     from vdlib.report.results_contrasts import CONTRAST_METRICS, contrasts_table
 
-    data = load_results(path)
+    data = load_results(path, data)
     name = name or Path(path).stem
     frame = loop_frame(data)
     tables = [("summary", summary_table(data)), ("pass1", pass1_table(data)),

@@ -85,11 +85,11 @@ def _check_pass1(where: str, pass1: Any) -> None:
             raise ResultsFileError(f"{where}[{bench!r}]: 'accuracies' is not a list of numbers")
 
 
-def load_single_policy(path: str | os.PathLike) -> dict[str, Any]:
+def load_single_policy(path: str | os.PathLike, data: Any = None) -> dict[str, Any]:
     """A single-policy export, checked whole (:func:`vdlib.report.results.read_json_file`, then
     every run, step and pass@1 entry); a :class:`vdlib.report.results.ResultsFileError`
-    naming the file, run and key otherwise."""
-    data = read_json_file(path)
+    naming the file, run and key otherwise. ``data``: the file's value, already read."""
+    data = read_json_file(path) if data is None else data
     if not is_single_policy(data):
         raise ResultsFileError(f"{path}: not a single-policy results file (no 'runs' list)")
     for i, run in enumerate(data["runs"]):
@@ -214,14 +214,14 @@ NOTES = {
 
 
 def single_policy_report(path: str | os.PathLike, out_dir: str | os.PathLike,
-                         name: str | None = None) -> list[Path]:
+                         name: str | None = None, data: Any = None) -> list[Path]:
     """``<name>_entropy_trajectory.{png,pdf,csv}`` (the figure), ``<name>_entropy``,
     ``<name>_entropy_effects`` and ``<name>_pass1`` (``.md`` headed by its rule, and ``.csv``)
     and ``<name>_report.json``; the written paths. Nothing is written until the file is
-    checked and every table built."""
+    checked and every table built (``data``: the file's value, already read)."""
     from vdlib.report import plots
 
-    data = load_single_policy(path)
+    data = load_single_policy(path, data)
     name = name or Path(path).stem
     tables = (("entropy", entropy_table(data)), ("entropy_effects", entropy_effects(data)),
               ("pass1", single_policy_pass1_table(data)))
