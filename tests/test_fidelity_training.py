@@ -15,7 +15,8 @@ from vdlib.config.experiment import GRPOConfig, ScoringConfig, VocabDropoutConfi
 from vdlib.engines.generation import Sample
 from vdlib.engines.vllm_backend import RequestMasks, extra_args, parse_extra_args
 from vdlib.loop.arms import arm_params
-from vdlib.loop.trainer import ProposerReward, trl_args
+from vdlib.loop.grpo_rewards import ProposerReward
+from vdlib.loop.trainer import trl_args
 from vdlib.method.grpo import kl_cov_loss, token_mean
 from vdlib.method.vocab_dropout import VocabDropout, phase_mask, protected_token_ids
 

@@ -5,7 +5,7 @@ stage in progress and re-running the same command continues after the last finis
 
 1. ``proposer``: GRPO on the proposer prompt (G samples per prompt) with the train-phase mask of
    each rollout batch; rewards from the FROZEN previous solver
-   (:class:`vdlib.loop.trainer.ProposerReward`).
+   (:class:`vdlib.loop.grpo_rewards.ProposerReward`).
    Writes ``proposer_rollouts.jsonl``, ``proposer_train.json``, then ``proposer_model/``.
 2. ``generate``: the trained proposer writes K questions, a fresh gen-phase mask per batch.
    Writes ``generated.jsonl``.

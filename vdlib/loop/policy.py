@@ -12,7 +12,7 @@ Three places train a policy this way:
   arm's alpha < 1 (:func:`run_single_policy`).
 
 :func:`grpo_on_problems` is the shared core: solver prompts,
-:class:`vdlib.loop.trainer.SolverReward`, ``MaskedGRPOTrainer``; it returns the trained trainer (the
+:class:`vdlib.loop.grpo_rewards.SolverReward`, ``MaskedGRPOTrainer``; it returns the trained trainer (the
 caller saves the model). Each run writes atomically and is skipped when its model folder exists
 (resume).
 """
@@ -69,10 +69,10 @@ def grpo_on_problems(model: Any, tok: Any, problems: Sequence[dict[str, Any]], g
     from datasets import Dataset
 
     from vdlib.loop.distributed import is_main_process, world_size
+    from vdlib.loop.grpo_rewards import SolverReward
     from vdlib.loop.offload import role_max_grad_norm
     from vdlib.loop.trainer import (
         MaskedGRPOTrainer,
-        SolverReward,
         cov_settings,
         release_rollout_engine,
         trl_args,

@@ -12,7 +12,7 @@ Where things happen:
 - the vocabulary mask: :func:`vdlib.method.vocab_dropout.phase_mask` decides it per phase (``train``
   for GRPO rollouts in :func:`proposer`, ``gen`` for :func:`generate`); the engines and the
   trainer apply it;
-- the proposer reward: :class:`vdlib.loop.trainer.ProposerReward`, called by TRL inside
+- the proposer reward: :class:`vdlib.loop.grpo_rewards.ProposerReward`, called by TRL inside
   :func:`proposer`, with the frozen solver's engine;
 - the difficulty window: :func:`vdlib.method.curriculum.filter_curriculum` in :func:`curriculum`.
 """
@@ -78,10 +78,10 @@ def _tracked(store: ModelStore, out: Path, role: str) -> Callable[[], Any]:
 def _train_proposer(store: ModelStore, t: int, out: Path, solver_engine: Any) -> None:
     from datasets import Dataset
 
+    from vdlib.loop.grpo_rewards import ProposerReward
     from vdlib.loop.offload import role_max_grad_norm
     from vdlib.loop.trainer import (
         MaskedGRPOTrainer,
-        ProposerReward,
         cov_settings,
         release_rollout_engine,
         split_timing,

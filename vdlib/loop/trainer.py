@@ -35,8 +35,7 @@ batch into n optimizer steps (verl's ``ppo_mini_batch_size``); ``max_steps`` kee
 global batches, so TRL runs ``n * max_steps`` optimizer steps on the same rollouts.
 :func:`trl_args` maps a :class:`vdlib.config.experiment.GRPOConfig` onto TRL's ``GRPOConfig``.
 
-The reward callables (:class:`ProposerReward`, :class:`SolverReward`) follow TRL's reward-function
-signature and record every rollout for the run's artifacts.
+The reward callables the trainers call are in :mod:`vdlib.loop.grpo_rewards`.
 """
 
 from __future__ import annotations
@@ -51,18 +50,13 @@ import torch
 from transformers import LogitsProcessorList
 from trl import GRPOTrainer
 
-from vdlib.config.experiment import GRPOConfig, ScoringConfig
-from vdlib.engines.generation import GenerationEngine
+from vdlib.config.experiment import GRPOConfig
 from vdlib.engines.sampling import sampling_processors
-from vdlib.loop.scoring import score_questions
-from vdlib.method.bleu_penalty import bleu_cluster_penalty
 from vdlib.method.grpo import clip_cov_loss, kl_cov_loss, null_gradient
-from vdlib.method.parsing import extract_proposal
-from vdlib.method.rewards import solver_reward, total_proposer_reward
 from vdlib.method.vocab_dropout import VocabDropout
 
 __all__ = ["MaskedGRPOTrainer", "trl_args", "cov_settings", "training_dtypes", "lm_head_mask",
-           "ProposerReward", "SolverReward", "completion_text", "check_rollouts_masked",
+           "check_rollouts_masked",
            "prepare_vllm_rollouts", "release_rollout_engine", "split_timing", "COV_OLD_LOGPROBS"]
 
 #: Where KL-Cov / Clip-Cov take their old log-probs from (see the module docstring).
@@ -234,15 +228,6 @@ def cov_settings(g: GRPOConfig) -> dict[str, Any]:
     return {"k_frac": g.kl_cov_k_frac, "beta": g.kl_cov_beta, "ratio": g.clip_cov_ratio,
             "lb": g.clip_cov_lb, "ub": g.clip_cov_ub, "old_logprobs": g.cov_old_logprobs,
             "experience_micro_batch": g.micro_batch_size_experience}
-
-
-def completion_text(completion: Any) -> str:
-    """A TRL completion as text (plain string, or conversational ``[{"content": ...}]``)."""
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, list) and completion and isinstance(completion[-1], dict):
-        return str(completion[-1].get("content", ""))
-    return str(completion)
 
 
 class MaskedGRPOTrainer(GRPOTrainer):
@@ -427,74 +412,3 @@ class MaskedGRPOTrainer(GRPOTrainer):
         for k, v in stats.items():
             self._metrics[mode][f"{self.loss_variant}/{k}"].append(float(v))
         return loss
-
-
-class ProposerReward:
-    """TRL reward function of the proposer phase (paper Algorithm 1, phase 1).
-
-    Each rollout is parsed (``<question>`` block then ``\\boxed{}`` answer); the FROZEN solver
-    answers each valid question ``M`` times; reward = proposer_reward(acc) - lambda *
-    BLEU-cluster penalty over the rollout batch; parse failures get the configured failure value.
-    Every call appends one record per rollout to ``self.records`` (question, answer, acc,
-    majority, reward, penalty, mask seed, step).
-    """
-
-    __name__ = "proposer_reward"
-
-    def __init__(self, solver_engine: GenerationEngine, tokenizer: Any, cfg: ScoringConfig,
-                 seed: int = 0, trainer_ref: Callable[[], Any] | None = None) -> None:
-        self.engine, self.tokenizer, self.cfg, self.seed = solver_engine, tokenizer, cfg, seed
-        self.trainer_ref = trainer_ref
-        self.records: list[dict[str, Any]] = []
-        self.calls = 0
-
-    def __call__(self, prompts: list, completions: list, completion_ids: list | None = None,
-                 **kwargs: Any) -> list[float]:
-        cfg = self.cfg
-        texts = [completion_text(c) for c in completions]
-        proposals = [extract_proposal(t) for t in texts]
-        questions = [p.question if p else None for p in proposals]
-        scores = score_questions(questions, self.engine, self.tokenizer, cfg.num_solver_samples,
-                                 seed=self.seed + 7919 * self.calls, temperature=cfg.temperature,
-                                 top_p=cfg.top_p, top_k=cfg.top_k,
-                                 max_new_tokens=cfg.max_new_tokens, show_progress=False)
-        accs = [s.acc for s in scores]
-        penalties = bleu_cluster_penalty(questions, cfg.bleu_threshold,
-                                         include_failed=cfg.penalty_scope == "batch")
-        rewards = total_proposer_reward(accs, penalties, cfg.tau_min, cfg.tau_max,
-                                        cfg.proposer_reward_variant, cfg.parse_failure_reward,
-                                        cfg.penalty_weight)
-        trainer = self.trainer_ref() if self.trainer_ref else None
-        step = int(trainer.state.global_step) if trainer is not None else None
-        mask = getattr(trainer, "current_mask_seed", None) if trainer is not None else None
-        for i, (p, s, r, pen) in enumerate(zip(proposals, scores, rewards, penalties,
-                                               strict=True)):
-            self.records.append({
-                "call": self.calls, "index": i, "step": step, "mask_seed": mask,
-                "valid": p is not None, "question": s.question,
-                "answer": p.answer if p else None, "acc": s.acc, "majority": s.majority,
-                "solver_answers": s.answers, "penalty": pen, "reward": r,
-                "num_tokens": len(completion_ids[i]) if completion_ids is not None else None,
-                "text": texts[i],
-            })
-        self.calls += 1
-        return rewards
-
-
-class SolverReward:
-    """TRL reward function of the solver phase: 1.0 when the completion's last ``\\boxed{}`` is
-    equivalent to the example's ``answer`` column (the target chosen by the curriculum)."""
-
-    __name__ = "solver_reward"
-
-    def __init__(self) -> None:
-        self.records: list[dict[str, Any]] = []
-
-    def __call__(self, prompts: list, completions: list, answer: list | None = None,
-                 **kwargs: Any) -> list[float]:
-        texts = [completion_text(c) for c in completions]
-        targets = answer if answer is not None else [None] * len(texts)
-        rewards = solver_reward(texts, targets)
-        self.records.extend({"target": t, "reward": r} for t, r in zip(targets, rewards,
-                                                                         strict=True))
-        return rewards
