@@ -12,9 +12,9 @@ Three places train a policy this way:
   arm's alpha < 1 (:func:`run_single_policy`).
 
 :func:`grpo_on_problems` is the shared core: solver prompts,
-:class:`vdlib.loop.grpo_rewards.SolverReward`, ``MaskedGRPOTrainer``; it returns the trained trainer (the
-caller saves the model). Each run writes atomically and is skipped when its model folder exists
-(resume).
+:class:`vdlib.loop.grpo_rewards.SolverReward`, ``MaskedGRPOTrainer``; it returns the trained
+trainer (the caller saves the model). Each run writes atomically and is skipped when its model
+folder exists (resume).
 """
 
 from __future__ import annotations

@@ -11,30 +11,29 @@ prose after it in its section quotes only numbers the block holds.
 
 A block: which runs the file holds (and which it shares with the main table), the per-iteration
 mean ± SE over seeds (sample SD, as the main table's section) of every arm, pass@1 of the final
-solvers (from each run's correct count), and the tests the paper's claims call for at the last iteration, each arm against its
-reference (:func:`vdlib.utils.stats.compare_seeds`: Welch's t with its df, the paired t by
-seed on n - 1 df), the growth of cumulative Vendi (last iteration minus the first, per seed)
-included.
+solvers (from each run's correct count), and the tests the paper's claims call for at the last
+iteration, each arm against its reference (:func:`vdlib.utils.stats.compare_seeds`: Welch's t
+with its df, the paired t by seed on n - 1 df), the growth of cumulative Vendi (last iteration
+minus the first, per seed) included.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
-import re
 import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from vdlib.app.plan import BENCHMARK_ITEMS
 from vdlib.report.frames import arm_label
 from vdlib.utils.stats import compare_seeds
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
 RESULTS_MD = ROOT / "docs" / "RESULTS.md"
-BEGIN, END = "<!-- BEGIN ablations.py:{} -->", "<!-- END ablations.py:{} -->"
+SCRIPT = "ablations.py"
+BEGIN, END = f"<!-- BEGIN {SCRIPT}:{{}} -->", f"<!-- END {SCRIPT}:{{}} -->"
 
 _spec = importlib.util.spec_from_file_location("gpu_small_compare", HERE / "compare.py")
 compare = importlib.util.module_from_spec(_spec)
@@ -82,7 +81,8 @@ class _Data(compare.Data):
         """pass@1 from its runs' correct counts (the records round each value to 4 decimals,
         which would give two seeds' equal differences a spread of 1e-4 and the paired t of
         that rounding); every other metric as recorded."""
-        n = BENCHMARK_ITEMS.get(metric.removeprefix("pass1_")) if metric in PASS1 else None
+        items = (self.data.get("evaluation") or {}).get("items") or {}  # the file's own count
+        n = items.get(metric.removeprefix("pass1_")) if metric in PASS1 else None
         if n is None:
             return super().by_seed(arm, metric, t)
         return {r["seed"]: statistics.fmean(round(v * n / 100) * 100 / n for v in runs)
@@ -159,9 +159,8 @@ def blocks() -> dict[str, str]:
 
 
 def embedded(text: str) -> dict[str, str]:
-    pat = re.escape(BEGIN.format("X")).replace("X", r"(\w+)") + r"\n(.*?)\n?" \
-        + re.escape(END.format("X")).replace("X", r"\1")
-    return {m.group(1): m.group(2) for m in re.finditer(pat, text, re.S)}
+    """This script's blocks in a markdown text."""
+    return compare.embedded(text, SCRIPT)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -179,11 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"no block for {', '.join(missing)} in {RESULTS_MD}: add "
                          f"{BEGIN.format(missing[0])} / {END.format(missing[0])} first\n")
         return 1
-    for name, body in new.items():
-        text = re.sub(re.escape(BEGIN.format(name)) + r"\n.*?\n?" + re.escape(END.format(name)),
-                      lambda _m, n=name, b=body: f"{BEGIN.format(n)}\n{b}\n{END.format(n)}",
-                      text, flags=re.S)
-    RESULTS_MD.write_text(text, encoding="utf-8")
+    RESULTS_MD.write_text(compare.write(text, new, SCRIPT), encoding="utf-8")
     return 0
 
 

@@ -346,19 +346,20 @@ def blocks(path: Path = JSON) -> dict[str, str]:
     return {name: fn(x) for name, fn in BLOCKS.items()}
 
 
-def embedded(text: str) -> dict[str, str]:
-    """The blocks held in a markdown text."""
-    pat = re.compile(r"<!-- BEGIN compare\.py:(\w+) -->\n(.*?)\n?<!-- END compare\.py:\1 -->",
-                     re.S)
+def embedded(text: str, script: str = "compare.py") -> dict[str, str]:
+    """The blocks of ``script`` (its ``<!-- BEGIN script:NAME -->`` markers) in a markdown
+    text."""
+    s = re.escape(script)
+    pat = re.compile(rf"<!-- BEGIN {s}:(\w+) -->\n(.*?)\n?<!-- END {s}:\1 -->", re.S)
     return {m.group(1): m.group(2) for m in pat.finditer(text)}
 
 
-def write(text: str, new: dict[str, str]) -> str:
+def write(text: str, new: dict[str, str], script: str = "compare.py") -> str:
+    """``text`` with each of ``script``'s blocks replaced by ``new``'s body of that name."""
     for name, body in new.items():
-        pat = re.compile(re.escape(BEGIN.format(name)) + r"\n.*?\n?" + re.escape(END.format(name)),
-                         re.S)
-        text = pat.sub(lambda _m, n=name, b=body: f"{BEGIN.format(n)}\n{b}\n{END.format(n)}",
-                       text)
+        begin, end = f"<!-- BEGIN {script}:{name} -->", f"<!-- END {script}:{name} -->"
+        pat = re.compile(re.escape(begin) + r"\n.*?\n?" + re.escape(end), re.S)
+        text = pat.sub(lambda _m, b=begin, e=end, t=body: f"{b}\n{t}\n{e}", text)
     return text
 
 

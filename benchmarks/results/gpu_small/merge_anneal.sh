@@ -11,12 +11,12 @@
 set -e
 G=benchmarks/results/gpu_small
 OUTFILE=${1:-docs/results/gpu_small_anneal.json}
-SHARED=baseline-seed0,baseline-seed1,baseline-seed2,vd75-seed0,vd75-seed1,vd75-seed2
+. "$(dirname "$0")/shared_main_runs.sh"  # SHARED_PART, SHARED_NOTE
 python benchmarks/gpu_small.py merge params/gpu-small/annealing.yaml \
-    --parts "docs/results/gpu_small_main.json::$SHARED" $G/anneal_h200x2_part1/gpu_small_anneal.json \
+    --parts "$SHARED_PART" $G/anneal_h200x2_part1/gpu_small_anneal.json \
     --note experiment gpu_small_anneal \
     --note params params/gpu-small/annealing.yaml \
-    --note shared_runs "baseline and vd75 (every seed): the main table's runs (docs/results/gpu_small_main.json; engine.lifetime stage, eager; format warm-start of cache key v3, the same recipe as v4 here but for float rounding: v4 computes the same loss over a shared prompt prefix), not rerun" \
+    --note shared_runs "$SHARED_NOTE" \
     --note completed "anneal: seeds 0 and 1, iterations 1-3 (2 x H200, two runs a GPU, CUDA graphs); seed 2 not yet run" \
     --note solver_eval "pass@1 at T = 0.7, 3 runs, GSM8K and MATH500: the final (iteration-3) solvers of the anneal runs; the shared runs' as in the main table (seed 0 without MATH500)" \
     --note date 2026-11-28 --out "$OUTFILE"
