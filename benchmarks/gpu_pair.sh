@@ -13,13 +13,65 @@
 # GRAPHS, NO_BASE_EVAL and END pass through to gpu_small.sh (a grid followed by eval stops
 # RESERVE seconds, default 200, before END); only the last step bundles, so each lane's
 # $OUT/<name>/bundle.tgz holds all of its command's files.
+#
+# Detached (the way to run a hold): `start STEPS...` runs the same steps in a new process
+# session (setsid), which the lent machine keeps running between commands until it is given
+# back, so no run is paused at a command's end and resumed (and recompiled) in the next;
+# `wait` returns when they are done or at WAIT_END (default: LIMIT, 585, seconds from its
+# start), with each lane's files packed into $OUT/<name>.tgz (its folder and <name>.txt) and
+# the hold's log in $OUT/hold.log: at most 7 lanes, since 8 files a command come back. END is
+# then the whole hold's deadline. One hold's batch (docs/experiments.md):
+#   export WAIT_END=$(($(date +%s)+585)) END=$(($(date +%s)+1620)) LANES=...; \
+#       bash benchmarks/gpu_small.sh install && bash benchmarks/gpu_pair.sh start grid eval export; \
+#       bash benchmarks/gpu_pair.sh wait
+#   export WAIT_END=$(($(date +%s)+585)); bash benchmarks/gpu_pair.sh wait      # as often as needed
+# HOLD_DIR (default /tmp/hold) keeps the detached steps' files, their log and `done` (their rc).
 set -o pipefail
 OUT=${OUT:-/tmp/out}
+HOLD=${HOLD_DIR:-/tmp/hold}
 mkdir -p "$OUT"
 export END=${END:-$(( $(date +%s) + ${LIMIT:-560} ))}  # as gpu_small.sh: every step ends by END
 . "$(dirname "$0")/gpu_env.sh"  # refuses a released machine; the wheels' site for load_params
+[ $# -gt 0 ] || { echo "steps? grid, eval, export (or start STEPS..., wait)"; exit 2; }
+pack() {  # each lane's folder and log as $OUT/<name>.tgz, the hold's log as $OUT/hold.log
+    local name
+    for name in $(lane_names); do
+        [ -e "$HOLD/out/$name" ] || [ -e "$HOLD/out/$name.txt" ] || continue
+        tar czf "$OUT/$name.tgz" -C "$HOLD/out" $(cd "$HOLD/out" && ls -d "$name" "$name.txt" 2>/dev/null) \
+            2>/dev/null
+    done
+    cp "$HOLD/hold.log" "$OUT/hold.log" 2>/dev/null
+}
+detach() {  # the hold's steps (as `start` saved them) in a new process session, in $HOLD/out
+    setsid bash -c '. "$0/env"; echo $$ > "$0/pid"; OUT=$0/out bash "$1" $(cat "$0/steps"); echo $? > "$0/done"' \
+        "$HOLD" "$0" >> "$HOLD/hold.log" 2>&1 < /dev/null &
+}
+lane_names() {  # this command's lanes, or those the hold started with
+    local l
+    if [ -z "$LANES" ] && [ -f "$HOLD/lanes" ]; then cat "$HOLD/lanes"; return; fi
+    for l in $LANES; do echo "${l%%:*}"; done
+}
+if [ "$1" = wait ]; then  # until the detached steps are done or WAIT_END; then pack
+    [ -f "$HOLD/started" ] || { echo "no hold started in $HOLD (gpu_pair.sh start STEPS...)"; exit 2; }
+    wend=${WAIT_END:-$(( $(date +%s) + ${LIMIT:-585} ))}
+    pid=$(cat "$HOLD/pid" 2>/dev/null)
+    state=$(awk '/^State:/ {print $2}' "/proc/${pid:-none}/status" 2>/dev/null)  # Z: ended
+    if [ ! -f "$HOLD/done" ] && [[ ! $state =~ ^[^ZX]$ ]]; then
+        # killed (a machine that ends a command's sessions too, a crash): the grids resume
+        echo "the detached steps are gone unfinished: starting them again (the runs resume)"
+        detach
+    fi
+    while [ ! -f "$HOLD/done" ] && [ "$(date +%s)" -lt "$wend" ]; do sleep 5; done
+    pack
+    if [ -f "$HOLD/done" ]; then
+        echo "hold done (rc $(cat "$HOLD/done")) after $(( $(date +%s) - $(cat "$HOLD/started") )) s"
+    else
+        echo "hold running for $(( $(date +%s) - $(cat "$HOLD/started") )) s; wait again"
+    fi
+    tail -n 40 "$HOLD/hold.log" 2>/dev/null
+    exit 0
+fi
 [ -n "$LANES" ] || { echo "LANES is empty: NAME:PARAMS:GPU:SEEDS ..."; exit 2; }
-[ $# -gt 0 ] || { echo "steps? grid, eval, export"; exit 2; }
 lane() {  # INDEX NAME PARAMS GPU SEEDS(comma) SETTINGS(comma) STEPS...
     local i=$1 name=$2 p=$3 g=$4 seeds=${5//,/ } step n slots last
     local -a settings=(${6//,/ })
@@ -48,6 +100,25 @@ for l in $LANES; do  # every lane checked before any starts
             || { echo "lane $name: setting '$kv' is not VAR=VALUE"; exit 2; }
     done
 done
+if [ "$1" = start ]; then  # the steps in a new process session; `wait` collects them
+    shift
+    [ $# -gt 0 ] || { echo "start what? grid, eval, export"; exit 2; }
+    for step in "$@"; do
+        [[ $step =~ ^(grid|eval|export)$ ]] || { echo "step '$step': one of grid, eval, export"; exit 2; }
+    done
+    [ "$(lane_names | wc -l)" -le 7 ] || { echo "at most 7 lanes: 8 files a command come back"; exit 2; }
+    [ -e "$HOLD/started" ] && { echo "a hold already started in $HOLD"; exit 2; }
+    mkdir -p "$HOLD/out"
+    lane_names > "$HOLD/lanes"
+    echo "$*" > "$HOLD/steps"
+    for v in LANES END GRAPHS NO_BASE_EVAL RESERVE; do  # what a restart needs to run the same
+        [ -n "${!v+x}" ] && printf 'export %s=%q\n' "$v" "${!v}"
+    done > "$HOLD/env"
+    date +%s > "$HOLD/started"
+    detach
+    echo "hold started: $(lane_names | paste -sd' ') -> $HOLD (steps: $*; END in $(( END - $(date +%s) )) s)"
+    exit 0
+fi
 i=0
 for l in $LANES; do
     IFS=: read -r name p g seeds settings <<< "$l"

@@ -19,15 +19,16 @@ life=[$LIFETIME] end=$END gs=$GS_DIR"
 """
 
 
-def _pair(tmp_path: Path, lanes: str, *steps: str) -> subprocess.CompletedProcess:
+def _pair(tmp_path: Path, lanes: str, *steps: str, out: str = "out", stub: str = STUB,
+          **env_extra: str) -> subprocess.CompletedProcess:
     bench = tmp_path / "b"
     bench.mkdir(exist_ok=True)
     shutil.copy(ROOT / "benchmarks" / "gpu_pair.sh", bench)
     (bench / "gpu_env.sh").write_text("true\n")  # the lent machine's checks, not here
-    (bench / "gpu_small.sh").write_text(STUB)
-    env = {**os.environ, "OUT": str(tmp_path / "out"), "END": "2000000000", "GRAPHS": "1",
-           "LANES": lanes, "PYTHONPATH": str(ROOT),
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    (bench / "gpu_small.sh").write_text(stub)
+    env = {**os.environ, "OUT": str(tmp_path / out), "END": "2000000000", "GRAPHS": "1",
+           "LANES": lanes, "PYTHONPATH": str(ROOT), "HOLD_DIR": str(tmp_path / "hold"),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **env_extra}
     return subprocess.run(["bash", str(bench / "gpu_pair.sh"), *steps], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120)
 
@@ -56,6 +57,79 @@ def test_a_bad_lane_is_refused_before_any_lane_starts(tmp_path, lanes, message):
     r = _pair(tmp_path, f"ok:params/gpu-small/main_table.yaml:0:0 {lanes}", "grid")
     assert r.returncode == 2 and message in r.stdout
     assert not (tmp_path / "out" / "ok.txt").exists()  # the good lane did not start either
+
+
+# a step that leaves a file in its lane's folder; grid waits for a file the test writes
+SLOW_STUB = STUB + """mkdir -p "$OUT" && echo "$1" > "$OUT/step_$1.txt"
+if [ "$1" = grid ]; then while [ ! -f "$HOLD_DIR/go" ]; do sleep 0.2; done; fi
+"""
+
+
+def _members(tgz: Path) -> dict[str, str]:
+    import tarfile
+
+    with tarfile.open(tgz) as tar:
+        return {m.name: tar.extractfile(m).read().decode() for m in tar.getmembers() if m.isfile()}
+
+
+def test_a_detached_hold_runs_on_between_waits_and_comes_back_a_file_a_lane(tmp_path):
+    """`start` returns at once with the steps running in their own session; `wait` returns
+    at its deadline with what exists so far, then, once the steps are done, with each lane's
+    folder and log in <lane>.tgz and the hold's log (8 files a command come back)."""
+    import time
+
+    lanes = ("main0:params/gpu-small/main_table.yaml:1:0:GRAPHS=,LIFETIME=stage "
+             "ent:params/gpu-small/entropy_baselines.yaml:1:1,2")
+    r = _pair(tmp_path, lanes, "start", "grid", "eval", "export", out="o1", stub=SLOW_STUB)
+    assert r.returncode == 0 and "hold started: main0 ent" in r.stdout, r.stdout + r.stderr
+    again = _pair(tmp_path, lanes, "start", "grid", out="o1", stub=SLOW_STUB)
+    assert again.returncode == 2 and "already started" in again.stdout
+    # a wait at its deadline: the grids still run; what exists comes back
+    early = _pair(tmp_path, "", "wait", out="o2", stub=SLOW_STUB, WAIT_END=str(int(time.time())))
+    assert early.returncode == 0 and "wait again" in early.stdout
+    assert {p.name for p in (tmp_path / "o2").iterdir()} <= {"main0.tgz", "ent.tgz", "hold.log"}
+    # a detached session killed (as a machine that ends every process of a command would):
+    # the next wait starts the steps again, and the grids resume
+    import signal
+
+    for _ in range(300):  # both lanes' grids started
+        if all((tmp_path / "hold" / "out" / n / "step_grid.txt").exists() for n in ("main0", "ent")):
+            break
+        time.sleep(0.1)
+    os.killpg(int((tmp_path / "hold" / "pid").read_text()), signal.SIGKILL)
+    time.sleep(0.5)
+    gone = _pair(tmp_path, "", "wait", out="o2b", stub=SLOW_STUB, WAIT_END=str(int(time.time())))
+    assert "gone unfinished: starting them again" in gone.stdout and "wait again" in gone.stdout
+    (tmp_path / "hold" / "go").touch()  # the grids end
+    done = _pair(tmp_path, "", "wait", out="o3", stub=SLOW_STUB,
+                 WAIT_END=str(int(time.time()) + 100))
+    assert done.returncode == 0 and "hold done (rc 0)" in done.stdout, done.stdout
+    assert sorted(p.name for p in (tmp_path / "o3").iterdir()) == ["ent.tgz", "hold.log", "main0.tgz"]
+    main0 = _members(tmp_path / "o3" / "main0.tgz")
+    assert sorted(main0) == ["main0.txt", "main0/step_eval.txt", "main0/step_export.txt",
+                             "main0/step_grid.txt"]
+    lines = main0["main0.txt"].splitlines()
+    assert lines[0].startswith("grid seeds=0 gpus=1,1,1 port=29600 graphs=[] life=[stage]")
+    # the first grid was killed unrecorded; the restart ran every step, in order
+    assert [x for x in lines if ": rc " in x] == ["main0 grid: rc 0", "main0 eval: rc 0",
+                                                  "main0 export: rc 0"]
+    assert lines[1].startswith("grid seeds=0 gpus=1,1,1 port=29600 graphs=[] life=[stage]")
+    assert "ent.txt" in _members(tmp_path / "o3" / "ent.tgz")
+
+
+@pytest.mark.parametrize("steps, message", [
+    (["start", "grid", "evaluate"], "step 'evaluate': one of grid, eval, export"),
+    (["start"], "start what?"),
+])
+def test_a_detached_hold_refuses_bad_steps_and_more_lanes_than_come_back(tmp_path, steps, message):
+    r = _pair(tmp_path, "a:params/gpu-small/main_table.yaml:0:0", *steps)
+    assert r.returncode == 2 and message in r.stdout
+    many = " ".join(f"l{i}:params/gpu-small/main_table.yaml:0:0" for i in range(8))
+    r = _pair(tmp_path, many, "start", "grid")
+    assert r.returncode == 2 and "at most 7 lanes" in r.stdout
+    assert not (tmp_path / "hold").exists()
+    r = _pair(tmp_path, "", "wait")
+    assert r.returncode == 2 and "no hold started" in r.stdout
 
 
 def _bundle(folder: Path, files: dict[str, str]) -> None:
@@ -101,3 +175,27 @@ def test_import_hold_lays_a_lanes_bundles_out_as_an_export_folder(tmp_path):
     again = subprocess.run(["bash", str(script), "lane", str(dest), str(tmp_path / "d2")],
                            capture_output=True, text=True, timeout=60)
     assert again.returncode == 1 and "exists" in again.stdout  # never over a committed folder
+
+
+def test_import_hold_takes_a_detached_holds_packed_lane(tmp_path):
+    """A detached hold's wait brings the lane back as lane.tgz (lane/bundle.tgz, lane.txt)."""
+    import tarfile
+
+    timing = '{"proposer": 10, "generate": 1, "score": 5, "solver": 4}'
+    _bundle(tmp_path / "pack" / "lane", {
+        "gpu_small_grid.log": "all", "gpu_small_x.json": "{}",
+        "runs/a-seed0/iter_3/timing.json": timing, "runs/a-seed0.log": "log"})
+    (tmp_path / "pack" / "lane.txt").write_text("lane export: rc 0\n")
+    device = tmp_path / "device"
+    device.mkdir()
+    with tarfile.open(device / "lane.tgz", "w:gz") as tar:
+        tar.add(tmp_path / "pack" / "lane", arcname="lane")
+        tar.add(tmp_path / "pack" / "lane.txt", arcname="lane.txt")
+    dest = tmp_path / "dest"
+    script = ROOT / "benchmarks" / "results" / "gpu_small" / "import_hold.sh"
+    r = subprocess.run(["bash", str(script), "lane", str(dest), str(device)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "| a-seed0 | 3 | 10 | 1 | 5 | 4 | 20 |" in r.stdout
+    assert (dest / "grid_cmd1.log").read_text() == "all"
+    assert (dest / "runs" / "a-seed0" / "iter_3" / "timing.json").is_file()

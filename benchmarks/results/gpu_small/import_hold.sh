@@ -2,7 +2,9 @@
 # One lane of a GPU hold (benchmarks/gpu_pair.sh) into a committed export folder, as the phase
 # and annealing parts are: the last command's bundle holds the lane's export JSON, status, run
 # folders and the run logs (they grow over the hold's commands, so the last is whole); each
-# command's bundle adds its launcher log. Run at the repository root:
+# command's bundle adds its launcher log. A detached hold (gpu_pair.sh start / wait) brings
+# each lane back as <lane>.tgz (its folder and log): give its last wait's folder alone, as
+# its grid ran once. Run at the repository root:
 #   bash benchmarks/results/gpu_small/import_hold.sh LANE DEST /work/.device/N1 /work/.device/N2 ...
 # (the hold's commands' files_at folders in order; DEST e.g.
 # benchmarks/results/gpu_small/entropy_h200x2_part1). Writes DEST/: <experiment>.json,
@@ -18,9 +20,15 @@ trap 'rm -rf "$tmp"' EXIT
 k=0
 for d in "$@"; do
     k=$((k + 1))
-    [ -f "$d/$lane/bundle.tgz" ] || { echo "import_hold: no $d/$lane/bundle.tgz"; exit 1; }
+    b=$d/$lane/bundle.tgz
+    if [ -f "$d/$lane.tgz" ]; then  # a detached hold's wait packs the lane's folder and log
+        mkdir -p "$tmp/pack$k"
+        tar xzf "$d/$lane.tgz" -C "$tmp/pack$k"
+        b=$tmp/pack$k/$lane/bundle.tgz
+    fi
+    [ -f "$b" ] || { echo "import_hold: no $lane/bundle.tgz in $d"; exit 1; }
     mkdir -p "$tmp/$k"
-    tar xzf "$d/$lane/bundle.tgz" -C "$tmp/$k"
+    tar xzf "$b" -C "$tmp/$k"
 done
 last=$tmp/$k
 ls "$last"/gpu_small_*.json > /dev/null 2>&1 || { echo "import_hold: no export in the last bundle"; exit 1; }
