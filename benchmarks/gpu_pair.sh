@@ -25,7 +25,9 @@
 #       bash benchmarks/gpu_small.sh install && bash benchmarks/gpu_pair.sh start grid eval export; \
 #       bash benchmarks/gpu_pair.sh wait
 #   export WAIT_END=$(($(date +%s)+585)); bash benchmarks/gpu_pair.sh wait      # as often as needed
-# HOLD_DIR (default /tmp/hold) keeps the detached steps' files, their log and `done` (their rc).
+# HOLD_DIR (default /tmp/hold) keeps the detached steps' files, their log, `done` (their rc)
+# and repo/, the copy of the checkout's benchmarks/, vdlib/, params/ and .bench/ they run in
+# (so the later commands need not carry .bench).
 set -o pipefail
 OUT=${OUT:-/tmp/out}
 HOLD=${HOLD_DIR:-/tmp/hold}
@@ -42,9 +44,11 @@ pack() {  # each lane's folder and log as $OUT/<name>.tgz, the hold's log as $OU
     done
     cp "$HOLD/hold.log" "$OUT/hold.log" 2>/dev/null
 }
-detach() {  # the hold's steps (as `start` saved them) in a new process session, in $HOLD/out
-    setsid bash -c '. "$0/env"; echo $$ > "$0/pid"; OUT=$0/out bash "$1" $(cat "$0/steps"); echo $? > "$0/done"' \
-        "$HOLD" "$0" >> "$HOLD/hold.log" 2>&1 < /dev/null &
+detach() {  # the hold's steps (as `start` saved them) in a new process session, in $HOLD/out,
+    # run in $HOLD/repo: a copy of what they read, which a later command's sync cannot touch
+    (cd "$HOLD/repo" || exit 2; setsid bash -c \
+        '. "$0/env"; echo $$ > "$0/pid"; OUT=$0/out bash "$1" $(cat "$0/steps"); echo $? > "$0/done"' \
+        "$HOLD" "$HOLD/repo/benchmarks/$(basename "$0")" >> "$HOLD/hold.log" 2>&1 < /dev/null &)
 }
 lane_names() {  # this command's lanes, or those the hold started with
     local l
@@ -109,6 +113,9 @@ if [ "$1" = start ]; then  # the steps in a new process session; `wait` collects
     [ "$(lane_names | wc -l)" -le 7 ] || { echo "at most 7 lanes: 8 files a command come back"; exit 2; }
     [ -e "$HOLD/started" ] && { echo "a hold already started in $HOLD"; exit 2; }
     mkdir -p "$HOLD/out"
+    mkdir -p "$HOLD/repo/benchmarks"  # the scripts, the library, the params, the test files
+    cp -a "$(dirname "$0")"/. "$HOLD/repo/benchmarks/" || exit 2
+    for d in vdlib params .bench; do [ ! -e "$d" ] || cp -a "$d" "$HOLD/repo/" || exit 2; done
     lane_names > "$HOLD/lanes"
     echo "$*" > "$HOLD/steps"
     for v in LANES END GRAPHS NO_BASE_EVAL RESERVE; do  # what a restart needs to run the same

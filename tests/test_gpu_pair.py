@@ -60,7 +60,7 @@ def test_a_bad_lane_is_refused_before_any_lane_starts(tmp_path, lanes, message):
 
 
 # a step that leaves a file in its lane's folder; grid waits for a file the test writes
-SLOW_STUB = STUB + """mkdir -p "$OUT" && echo "$1" > "$OUT/step_$1.txt"
+SLOW_STUB = STUB + """mkdir -p "$OUT" && echo "$1 in $PWD" > "$OUT/step_$1.txt"
 if [ "$1" = grid ]; then while [ ! -f "$HOLD_DIR/go" ]; do sleep 0.2; done; fi
 """
 
@@ -108,6 +108,9 @@ def test_a_detached_hold_runs_on_between_waits_and_comes_back_a_file_a_lane(tmp_
     main0 = _members(tmp_path / "o3" / "main0.tgz")
     assert sorted(main0) == ["main0.txt", "main0/step_eval.txt", "main0/step_export.txt",
                              "main0/step_grid.txt"]
+    # the steps ran in the hold's copy of the checkout, not in the synced one
+    assert main0["main0/step_eval.txt"].strip() == f"eval in {tmp_path / 'hold' / 'repo'}"
+    assert (tmp_path / "hold" / "repo" / "params" / "gpu-small" / "fail_neg.yaml").is_file()
     lines = main0["main0.txt"].splitlines()
     assert lines[0].startswith("grid seeds=0 gpus=1,1,1 port=29600 graphs=[] life=[stage]")
     # the first grid was killed unrecorded; the restart ran every step, in order
