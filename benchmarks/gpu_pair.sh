@@ -15,7 +15,7 @@
 # $OUT/<name>/bundle.tgz holds all of its command's files.
 #
 # Detached (the way to run a hold): `start STEPS...` runs the same steps in a new process
-# session (setsid), which the lent machine keeps running between commands until it is given
+# session (setsid, through python3), which the lent machine keeps running between commands until it is given
 # back, so no run is paused at a command's end and resumed (and recompiled) in the next;
 # `wait` returns when they are done or at WAIT_END (default: LIMIT, 585, seconds from its
 # start), with each lane's files packed into $OUT/<name>.tgz (its folder and <name>.txt) and
@@ -44,9 +44,15 @@ pack() {  # each lane's folder and log as $OUT/<name>.tgz, the hold's log as $OU
     done
     cp "$HOLD/hold.log" "$OUT/hold.log" 2>/dev/null
 }
+NEW_SESSION='import os, sys
+if os.getpgrp() == os.getpid() and os.fork():  # a group leader cannot start a session
+    sys.exit(0)
+os.setsid()
+os.execvp(sys.argv[1], sys.argv[1:])'
 detach() {  # the hold's steps (as `start` saved them) in a new process session, in $HOLD/out,
     # run in $HOLD/repo: a copy of what they read, which a later command's sync cannot touch
-    (cd "$HOLD/repo" || exit 2; setsid bash -c \
+    # a new session through python3 (there on every lent machine; setsid(1) may not be)
+    (cd "$HOLD/repo" || exit 2; python3 -c "$NEW_SESSION" bash -c \
         '. "$0/env"; echo $$ > "$0/pid"; OUT=$0/out bash "$1" $(cat "$0/steps"); echo $? > "$0/done"' \
         "$HOLD" "$HOLD/repo/benchmarks/$(basename "$0")" >> "$HOLD/hold.log" 2>&1 < /dev/null &)
 }
@@ -63,7 +69,9 @@ if [ "$1" = wait ]; then  # until the detached steps are done or WAIT_END; then 
     if [ ! -f "$HOLD/done" ] && [[ ! $state =~ ^[^ZX]$ ]]; then
         # killed (a machine that ends a command's sessions too, a crash): the grids resume
         echo "the detached steps are gone unfinished: starting them again (the runs resume)"
+        rm -f "$HOLD/pid"
         detach
+        for _ in $(seq 150); do [ -s "$HOLD/pid" ] && break; sleep 0.2; done
     fi
     while [ ! -f "$HOLD/done" ] && [ "$(date +%s)" -lt "$wend" ]; do sleep 5; done
     pack
@@ -123,6 +131,7 @@ if [ "$1" = start ]; then  # the steps in a new process session; `wait` collects
     done > "$HOLD/env"
     date +%s > "$HOLD/started"
     detach
+    for _ in $(seq 150); do [ -s "$HOLD/pid" ] && break; sleep 0.2; done  # the session is up
     echo "hold started: $(lane_names | paste -sd' ') -> $HOLD (steps: $*; END in $(( END - $(date +%s) )) s)"
     exit 0
 fi

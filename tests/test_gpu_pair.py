@@ -87,6 +87,7 @@ def test_a_detached_hold_runs_on_between_waits_and_comes_back_a_file_a_lane(tmp_
     # a wait at its deadline: the grids still run; what exists comes back
     early = _pair(tmp_path, "", "wait", out="o2", stub=SLOW_STUB, WAIT_END=str(int(time.time())))
     assert early.returncode == 0 and "wait again" in early.stdout
+    assert "gone" not in early.stdout  # start returned with the session up, not starting
     assert {p.name for p in (tmp_path / "o2").iterdir()} <= {"main0.tgz", "ent.tgz", "hold.log"}
     # a detached session killed (as a machine that ends every process of a command would):
     # the next wait starts the steps again, and the grids resume
