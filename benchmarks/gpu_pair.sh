@@ -48,6 +48,7 @@ NEW_SESSION='import os, sys
 if os.getpgrp() == os.getpid() and os.fork():  # a group leader cannot start a session
     sys.exit(0)
 os.setsid()
+os.closerange(3, 4096)  # no pipe of the command that started it stays open in the session
 os.execvp(sys.argv[1], sys.argv[1:])'
 detach() {  # the hold's steps (as `start` saved them) in a new process session, in $HOLD/out,
     # run in $HOLD/repo: a copy of what they read, which a later command's sync cannot touch
