@@ -6,7 +6,9 @@
 # neither sees the other's files. A lane is NAME:PARAMS:GPU:SEEDS[:VAR=VALUE,...] (seeds
 # comma-separated; the optional settings override gpu_small.sh's environment for this lane,
 # e.g. main0:params/gpu-small/main_table.yaml:1:0:GRAPHS=,LIFETIME=stage for the main table's
-# eager runs under the stage lifetime); the steps run in turn in every lane, the lanes at once:
+# eager runs under the stage lifetime; SCRIPT=gpu_single_policy.sh runs single-policy GRPO's
+# arms x seeds instead, grid training them, NO_BASE_EVAL= to evaluate the starting checkpoint
+# too); the steps run in turn in every lane, the lanes at once:
 #   LANES="phase:params/gpu-small/phase_ablation.yaml:0:2 anneal:params/gpu-small/annealing.yaml:1:0,1" \
 #       bash benchmarks/gpu_pair.sh grid            # repeat until both grids are done
 #   LANES=... bash benchmarks/gpu_pair.sh grid eval export   # the last command
@@ -86,9 +88,10 @@ if [ "$1" = wait ]; then  # until the detached steps are done or WAIT_END; then 
 fi
 [ -n "$LANES" ] || { echo "LANES is empty: NAME:PARAMS:GPU:SEEDS ..."; exit 2; }
 lane() {  # INDEX NAME PARAMS GPU SEEDS(comma) SETTINGS(comma) STEPS...
-    local i=$1 name=$2 p=$3 g=$4 seeds=${5//,/ } step n slots last
+    local i=$1 name=$2 p=$3 g=$4 seeds=${5//,/ } step n slots last kv script=gpu_small.sh
     local -a settings=(${6//,/ })
     shift 6
+    for kv in "${settings[@]}"; do [[ $kv == SCRIPT=* ]] && script=${kv#SCRIPT=}; done
     n=$(python3 -c "
 from vdlib.config.experiment import load_params
 print(len(load_params('$p').arms) * $(echo $seeds | wc -w))") || return 2
@@ -100,7 +103,7 @@ print(len(load_params('$p').arms) * $(echo $seeds | wc -w))") || return 2
         [ "$step" = grid ] && [ "$step" != "$last" ] && end=$((END - ${RESERVE:-200}))
         env "${settings[@]}" END=$end OUT=$OUT/$name GS_DIR=/tmp/gs_$name SPARE=$g GRID_GPUS=$slots EVAL_OFFSET=$g \
             VDLIB_GRID_PORT_BASE=$((29600 + 100 * i)) PARAMS=$p NO_BUNDLE=$nb \
-            bash "$(dirname "$0")/gpu_small.sh" "$step" $seeds >> "$OUT/$name.txt" 2>&1
+            bash "$(dirname "$0")/$script" "$step" $seeds >> "$OUT/$name.txt" 2>&1
         echo "$name $step: rc $?" >> "$OUT/$name.txt"
     done
 }
@@ -111,6 +114,8 @@ for l in $LANES; do  # every lane checked before any starts
     for kv in ${settings//,/ }; do  # VAR=VALUE only, VAR a shell name
         [[ $kv =~ ^[A-Za-z_][A-Za-z_0-9]*=[^[:space:]]*$ ]] \
             || { echo "lane $name: setting '$kv' is not VAR=VALUE"; exit 2; }
+        [[ $kv != SCRIPT=* || $kv =~ ^SCRIPT=(gpu_small.sh|gpu_single_policy.sh)$ ]] \
+            || { echo "lane $name: $kv: SCRIPT is gpu_small.sh (the default) or gpu_single_policy.sh"; exit 2; }
     done
 done
 if [ "$1" = start ]; then  # the steps in a new process session; `wait` collects them

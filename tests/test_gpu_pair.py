@@ -203,3 +203,79 @@ def test_import_hold_takes_a_detached_holds_packed_lane(tmp_path):
     assert "| a-seed0 | 3 | 10 | 1 | 5 | 4 | 20 |" in r.stdout
     assert (dest / "grid_cmd1.log").read_text() == "all"
     assert (dest / "runs" / "a-seed0" / "iter_3" / "timing.json").is_file()
+
+
+SP_DRIVER = """#!/bin/bash
+echo "$1 ${*:2} gpu=$CUDA_VISIBLE_DEVICES port=$MASTER_PORT" >> "$CALLS"
+if [ "$1" = export ]; then
+    while [ $# -gt 0 ] && [ "$1" != --out ]; do shift; done
+    echo '{"runs": [{"pass1": {"x": 1}}], "base_pass1": {"x": 1}}' > "$2"
+fi
+"""
+
+
+def test_single_policy_steps_take_a_lanes_seeds_gpu_slots_and_ports(tmp_path):
+    """gpu_single_policy.sh as a lane of gpu_pair.sh: one step at a time, only the lane's
+    seeds, run i on GPU slot i, ports from the lane's base, the base evaluation optional."""
+    work = tmp_path / "w"
+    (work / "benchmarks").mkdir(parents=True)
+    shutil.copy(ROOT / "benchmarks" / "gpu_single_policy.sh", work / "benchmarks")
+    (work / "benchmarks" / "gpu_env.sh").write_text(
+        'budget() { echo 100; }\nbundle() { [ -n "$NO_BUNDLE" ] || touch "$OUT/bundle.tgz"; }\n')
+    (work / ".bench" / "gsm_symbolic").mkdir(parents=True)
+    (work / ".bench" / "gsm_symbolic" / "seed10000_n800.jsonl").write_text("{}\n")
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "nvidia-smi").write_text("#!/bin/bash\necho GPU 0; echo GPU 1; echo GPU 2\n")
+    (fake / "driver").write_text(SP_DRIVER)
+    for f in ("nvidia-smi", "driver"):
+        (fake / f).chmod(0o755)
+    calls = tmp_path / "calls.txt"
+    env = {**os.environ, "OUT": str(tmp_path / "out"), "GS_DIR": str(tmp_path / "sp"),
+           "PARAMS": str(ROOT / "params" / "gpu-small" / "single_policy.yaml"),
+           "PYTHONPATH": str(ROOT), "SP_DRIVER": str(fake / "driver"), "CALLS": str(calls),
+           "GRID_GPUS": "2,2,2,2", "VDLIB_GRID_PORT_BASE": "29700", "NO_BUNDLE": "1",
+           "PATH": f"{fake}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+
+    def step(*args: str, **extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", "benchmarks/gpu_single_policy.sh", *args], cwd=work,
+                              env={**env, **extra}, capture_output=True, text=True, timeout=120)
+
+    assert step("grid", "0", "2").returncode == 0
+    runs = sorted(calls.read_text().splitlines())
+    assert len(runs) == 4 and all(r.startswith("run ") and " gpu=2 " in r for r in runs)
+    assert {r.split("--seed ")[1].split()[0] for r in runs} == {"0", "2"}  # only the lane's seeds
+    assert {r.rsplit("port=", 1)[1] for r in runs} == {"29700", "29701", "29702", "29703"}
+    calls.unlink()
+    assert step("eval", "0", "2", NO_BASE_EVAL="1").returncode == 0
+    assert "--base" not in calls.read_text() and calls.read_text().count("eval ") == 4
+    calls.unlink()
+    assert step("eval", "1").returncode == 0  # two runs and the starting checkpoint, on the slot
+    evals = calls.read_text().splitlines()
+    assert len(evals) == 3 and any("--base" in e and "gpu=2 port=29702" in e for e in evals)
+    r = step("export", "0", "2", NO_BUNDLE="")
+    assert r.returncode == 0 and "all evaluated" in r.stdout
+    assert (tmp_path / "out" / "bundle.tgz").is_file()
+    assert step("train").returncode == 2  # not a step
+    # no step: every seed, round robin over the machine's GPUs (the hold C way)
+    calls.unlink()
+    env.pop("GRID_GPUS")
+    assert step().returncode == 0
+    lines = calls.read_text().splitlines()
+    trains = [x for x in lines if x.startswith("run ")]
+    assert len(trains) == 6 and {t.split("gpu=")[1].split()[0] for t in trains} == {"0", "1", "2"}
+    assert sum("--base" in x for x in lines) == 1 and any(x.startswith("export ") for x in lines)
+
+
+def test_a_lane_runs_the_script_its_setting_names(tmp_path):
+    bench = tmp_path / "b"
+    bench.mkdir()
+    (bench / "gpu_single_policy.sh").write_text('echo "single policy $1 ${*:2} gpus=$GRID_GPUS"\n')
+    r = _pair(tmp_path, "sp:params/gpu-small/single_policy.yaml:3:0,1:SCRIPT=gpu_single_policy.sh "
+                        "m:params/gpu-small/main_table.yaml:0:0", "grid")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (tmp_path / "out" / "sp.txt").read_text().splitlines()[0] == \
+        "single policy grid 0 1 gpus=3,3,3,3"
+    assert (tmp_path / "out" / "m.txt").read_text().startswith("grid seeds=0")
+    bad = _pair(tmp_path, "x:params/gpu-small/main_table.yaml:0:0:SCRIPT=rm.sh", "grid")
+    assert bad.returncode == 2 and "SCRIPT is gpu_small.sh (the default) or gpu_single_policy.sh" in bad.stdout
