@@ -17,8 +17,9 @@
 # $OUT/<name>/bundle.tgz holds all of its command's files.
 #
 # Detached (the way to run a hold): `start STEPS...` runs the same steps in a new process
-# session (setsid, through python3), which the lent machine keeps running between commands until it is given
-# back, so no run is paused at a command's end and resumed (and recompiled) in the next;
+# session (setsid, through python3), which the lent machine keeps running between commands
+# until it is given back, so no run is paused at a command's end and resumed (and recompiled)
+# in the next;
 # `wait` returns when they are done or at WAIT_END (default: LIMIT, 585, seconds from its
 # start), with each lane's files packed into $OUT/<name>.tgz (its folder and <name>.txt) and
 # the hold's log in $OUT/hold.log: at most 7 lanes, since 8 files a command come back. END is
@@ -82,6 +83,10 @@ if [ "$1" = wait ]; then  # until the detached steps are done or WAIT_END; then 
         echo "hold done (rc $(cat "$HOLD/done")) after $(( $(date +%s) - $(cat "$HOLD/started") )) s"
     else
         echo "hold running for $(( $(date +%s) - $(cat "$HOLD/started") )) s; wait again"
+        for name in $(lane_names); do  # where each lane's runs stand (read only)
+            [ -d "/tmp/gs_$name" ] && (cd "$HOLD/repo" && timeout 60 python3 -m vdlib.app.cli \
+                status "/tmp/gs_$name" 2>/dev/null | grep "^| [a-z]" | grep -v "^| experiment")
+        done
     fi
     tail -n 40 "$HOLD/hold.log" 2>/dev/null
     exit 0
