@@ -654,13 +654,9 @@ def test_engine_lifetime_config_key():
 
 
 def _lifetime_questions():
-    import importlib.util
+    from _script_loader import load_script
 
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "lifetime_questions.py"
-    spec = importlib.util.spec_from_file_location("lifetime_questions", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/lifetime_questions.py")
 
 
 def test_lifetime_questions_compare_finds_where_two_lifetimes_part(tmp_path):

@@ -94,7 +94,8 @@ def test_a_detached_hold_runs_on_between_waits_and_comes_back_a_file_a_lane(tmp_
     import signal
 
     for _ in range(300):  # both lanes' grids started
-        if all((tmp_path / "hold" / "out" / n / "step_grid.txt").exists() for n in ("main0", "ent")):
+        out = tmp_path / "hold" / "out"
+        if all((out / n / "step_grid.txt").exists() for n in ("main0", "ent")):
             break
         time.sleep(0.1)
     os.killpg(int((tmp_path / "hold" / "pid").read_text()), signal.SIGKILL)
@@ -105,7 +106,8 @@ def test_a_detached_hold_runs_on_between_waits_and_comes_back_a_file_a_lane(tmp_
     done = _pair(tmp_path, "", "wait", out="o3", stub=SLOW_STUB,
                  WAIT_END=str(int(time.time()) + 100))
     assert done.returncode == 0 and "hold done (rc 0)" in done.stdout, done.stdout
-    assert sorted(p.name for p in (tmp_path / "o3").iterdir()) == ["ent.tgz", "hold.log", "main0.tgz"]
+    assert sorted(p.name for p in (tmp_path / "o3").iterdir()) == [
+        "ent.tgz", "hold.log", "main0.tgz"]
     main0 = _members(tmp_path / "o3" / "main0.tgz")
     assert sorted(main0) == ["main0.txt", "main0/step_eval.txt", "main0/step_export.txt",
                              "main0/step_grid.txt"]
@@ -235,7 +237,8 @@ def test_single_policy_steps_take_a_lanes_seeds_gpu_slots_and_ports(tmp_path):
            "PARAMS": str(ROOT / "params" / "gpu-small" / "single_policy.yaml"),
            "PYTHONPATH": str(ROOT), "SP_DRIVER": str(fake / "driver"), "CALLS": str(calls),
            "GRID_GPUS": "2,2,2,2", "VDLIB_GRID_PORT_BASE": "29700", "NO_BUNDLE": "1",
-           "PATH": f"{fake}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+           "PATH": os.pathsep.join([str(fake), str(Path(sys.executable).parent),
+                                    os.environ["PATH"]])}
 
     def step(*args: str, **extra: str) -> subprocess.CompletedProcess:
         return subprocess.run(["bash", "benchmarks/gpu_single_policy.sh", *args], cwd=work,
@@ -278,4 +281,5 @@ def test_a_lane_runs_the_script_its_setting_names(tmp_path):
         "single policy grid 0 1 gpus=3,3,3,3"
     assert (tmp_path / "out" / "m.txt").read_text().startswith("grid seeds=0")
     bad = _pair(tmp_path, "x:params/gpu-small/main_table.yaml:0:0:SCRIPT=rm.sh", "grid")
-    assert bad.returncode == 2 and "SCRIPT is gpu_small.sh (the default) or gpu_single_policy.sh" in bad.stdout
+    assert bad.returncode == 2
+    assert "SCRIPT is gpu_small.sh (the default) or gpu_single_policy.sh" in bad.stdout

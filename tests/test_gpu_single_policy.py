@@ -3,7 +3,6 @@ tiny random model (CPU): run, evaluate, export."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -14,11 +13,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _driver():
-    spec = importlib.util.spec_from_file_location(
-        "gpu_single_policy", ROOT / "benchmarks" / "gpu_single_policy.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    from _script_loader import load_script
+
+    return load_script("benchmarks/gpu_single_policy.py")
 
 
 @pytest.mark.slow  # ~20 s on 2 cores: `make test-slow` (make test keeps within its budget)

@@ -410,12 +410,9 @@ def test_skip_names_the_allowed_stages_before_anything_loads(tmp_path, capsys):
 
 
 def test_paper_shape_file_lists_every_stage_of_each_shape_and_what_did_not_run():
-    import importlib.util
+    from _script_loader import load_script
 
-    spec = importlib.util.spec_from_file_location("paper_shape",
-                                                  ROOT / "benchmarks" / "paper_shape.py")
-    ps = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ps)
+    ps = load_script("benchmarks/paper_shape.py")
 
     def entry(shape, timing, error=None):
         return {"card": "h200", "card_name": "NVIDIA H200", "vllm_version": "0.25.1",
@@ -445,12 +442,9 @@ def test_paper_shape_file_lists_every_stage_of_each_shape_and_what_did_not_run()
 
 
 def test_attempts_join_into_one_entry_with_each_stage_from_the_attempt_that_ran_it():
-    import importlib.util
+    from _script_loader import load_script
 
-    spec = importlib.util.spec_from_file_location("paper_shape",
-                                                  ROOT / "benchmarks" / "paper_shape.py")
-    ps = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ps)
+    ps = load_script("benchmarks/paper_shape.py")
     timing = {"proposer": 300.0, "generate": 130.0, "score": 140.0, "solver": 90.0}
     first = {"id": "x@h200/server-stage/2gpu", "error": "solver: OutOfMemoryError",
              "measured_at": {"num_questions": 64}, "timing_s": timing,

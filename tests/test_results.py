@@ -153,12 +153,9 @@ def test_merge_results_a_rerun_supersedes_and_cut_evaluations_count_per_benchmar
 
 
 def _gpu_small_module():
-    import importlib.util
+    from _script_loader import load_script
 
-    spec = importlib.util.spec_from_file_location("gpu_small", ROOT / "benchmarks" / "gpu_small.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/gpu_small.py")
 
 
 def test_an_iteration_cut_before_its_solver_phase_still_gives_its_generation_record(tmp_path):
@@ -255,13 +252,9 @@ def test_the_invalid_reasons_table_covers_exactly_the_merged_runs():
 
 
 def _compare_module():
-    import importlib.util
+    from _script_loader import load_script
 
-    path = ROOT / "benchmarks" / "results" / "gpu_small" / "compare.py"
-    spec = importlib.util.spec_from_file_location("gpu_small_compare", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/results/gpu_small/compare.py", "gpu_small_compare")
 
 
 #: a number not glued to a letter (``135M``, ``4B``, ``H100`` and ``t(2)``'s df aside)
@@ -355,13 +348,12 @@ def test_results_md_interim_hold_a_is_what_interim_py_prints():
     """docs/RESULTS.md's interim section (issue 30, Hold A): its block is what the script prints
     from the committed partial JSON and the main table's, and the prose quotes only numbers
     the block holds (the hold's date and sizes aside)."""
-    import importlib.util
     import re
 
-    path = ROOT / "benchmarks/results/gpu_small/holdA_h100x4_partial/interim.py"
-    spec = importlib.util.spec_from_file_location("gpu_small_interim", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    from _script_loader import load_script
+
+    mod = load_script("benchmarks/results/gpu_small/holdA_h100x4_partial/interim.py",
+                      "gpu_small_interim")
     text = (ROOT / "docs" / "RESULTS.md").read_text(encoding="utf-8")
     body = mod.block()
     assert mod.embedded(text) == body

@@ -75,12 +75,9 @@ def test_contrasts_apply_only_to_pairs_the_file_holds_and_may_state_no_direction
 
 
 def test_a_merge_shares_runs_of_another_file_and_says_where_they_came_from(tmp_path):
-    import importlib.util
+    from _script_loader import load_script
 
-    spec = importlib.util.spec_from_file_location("gpu_small",
-                                                  ROOT / "benchmarks" / "gpu_small.py")
-    gs = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gs)
+    gs = load_script("benchmarks/gpu_small.py")
     main = tmp_path / "main.json"
     main.write_text(json.dumps({
         "arms": ["baseline", "vd85", "vd75"], "card": "H100, H200",
@@ -148,14 +145,9 @@ def test_each_committed_results_file_is_the_merge_of_its_exports(path, tmp_path)
 
 
 def _ablations_module():
-    import importlib.util
+    from _script_loader import load_script
 
-    path = ROOT / "benchmarks" / "results" / "gpu_small" / "ablations.py"
-    spec = importlib.util.spec_from_file_location("gpu_small_ablations", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # its dataclass looks its module up
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/results/gpu_small/ablations.py", "gpu_small_ablations")
 
 
 def test_results_md_ablation_sections_are_what_ablations_py_prints():
