@@ -53,12 +53,14 @@ if os.getpgrp() == os.getpid() and os.fork():  # a group leader cannot start a s
 os.setsid()
 os.closerange(3, 4096)  # no pipe of the command that started it stays open in the session
 os.execvp(sys.argv[1], sys.argv[1:])'
-detach() {  # the hold's steps (as `start` saved them) in a new process session, in $HOLD/out,
+detach() {  # the hold's steps (as `start` saved them) in a new process session, in $HOLD/out
+    # (returns once the session wrote its pid, so that a `wait` right after cannot start another),
     # run in $HOLD/repo: a copy of what they read, which a later command's sync cannot touch
     # a new session through python3 (there on every lent machine; setsid(1) may not be)
     (cd "$HOLD/repo" || exit 2; python3 -c "$NEW_SESSION" bash -c \
         '. "$0/env"; echo $$ > "$0/pid"; OUT=$0/out bash "$1" $(cat "$0/steps"); echo $? > "$0/done"' \
         "$HOLD" "$HOLD/repo/benchmarks/$(basename "$0")" >> "$HOLD/hold.log" 2>&1 < /dev/null &)
+    for _ in $(seq 150); do [ -s "$HOLD/pid" ] && break; sleep 0.2; done  # the session is up
 }
 lane_names() {  # this command's lanes, or those the hold started with
     local l
@@ -75,7 +77,6 @@ if [ "$1" = wait ]; then  # until the detached steps are done or WAIT_END; then 
         echo "the detached steps are gone unfinished: starting them again (the runs resume)"
         rm -f "$HOLD/pid"
         detach
-        for _ in $(seq 150); do [ -s "$HOLD/pid" ] && break; sleep 0.2; done
     fi
     while [ ! -f "$HOLD/done" ] && [ "$(date +%s)" -lt "$wend" ]; do sleep 5; done
     pack
@@ -142,7 +143,6 @@ if [ "$1" = start ]; then  # the steps in a new process session; `wait` collects
     done > "$HOLD/env"
     date +%s > "$HOLD/started"
     detach
-    for _ in $(seq 150); do [ -s "$HOLD/pid" ] && break; sleep 0.2; done  # the session is up
     echo "hold started: $(lane_names | paste -sd' ') -> $HOLD (steps: $*; END in $(( END - $(date +%s) )) s)"
     exit 0
 fi
