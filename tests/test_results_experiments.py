@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "results"
 #: each committed results file and the script that merges it from the machine holds' exports
 MERGE_SCRIPTS = {"gpu_small_main": "merge.sh", "gpu_small_phase": "merge_phase.sh",
-                 "gpu_small_anneal": "merge_anneal.sh"}
+                 "gpu_small_anneal": "merge_anneal.sh", "gpu_small_entropy": "merge_entropy.sh",
+                 "gpu_small_fail_neg": "merge_failneg.sh"}
 COMMITTED = sorted(RESULTS.glob("gpu_small_*.json"))
 
 

@@ -1,12 +1,12 @@
-"""docs/RESULTS.md's interim section (issue 30, Hold A): the phase-ablation and entropy-baseline
-arms at iterations 1 and 2 beside the main table's baseline and VD75 records, from the committed
-JSON alone. Run at the repository root:
+"""Hold A's interim table (issue 30): the phase-ablation and entropy-baseline arms at iterations
+1 and 2 beside the main table's baseline and VD75 records, from the committed JSON alone. Run at
+the repository root:
 
-    python benchmarks/results/gpu_small/holdA_h100x4_partial/interim.py           # print
-    python benchmarks/results/gpu_small/holdA_h100x4_partial/interim.py --write   # into RESULTS
+    python benchmarks/results/gpu_small/holdA_h100x4_partial/interim.py
 
-The block sits between ``<!-- BEGIN interim.py:hold_a -->`` and ``<!-- END interim.py:hold_a -->``;
-tests/test_results.py checks that it is what this script prints. Cells are mean ± SE over the
+docs/RESULTS.md carried this table until both experiments ran whole (its phase-ablation and
+entropy-baseline sections, from docs/results/); it stays as the record of what the first hold
+measured (tests/test_results.py checks what it prints). Cells are mean ± SE over the
 seeds (sample SD); each arm is tested against the reference arm the paper's claim names
 (:func:`vdlib.utils.stats.compare_seeds`: Welch's t with its df, the paired t by seed on n - 1
 df). Interim: no run has its third iteration, and the reference arms ran earlier, under the
@@ -16,7 +16,6 @@ df). Interim: no run has its third iteration, and the reference arms ran earlier
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
@@ -27,9 +26,6 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[3]
 MAIN = ROOT / "docs" / "results" / "gpu_small_main.json"
 PARTS = (HERE / "gpu_small_phase.json", HERE / "gpu_small_entropy.json")
-RESULTS_MD = ROOT / "docs" / "RESULTS.md"
-NAME = "hold_a"
-BEGIN, END = f"<!-- BEGIN interim.py:{NAME} -->", f"<!-- END interim.py:{NAME} -->"
 #: arm -> the reference it is tested against (the paper's claim: the phase arms against both
 #: phases (vd75) and no mask; the entropy baselines against VD75)
 TESTS = (("train_only", "baseline"), ("train_only", "vd75"), ("gen_only", "baseline"),
@@ -84,26 +80,10 @@ def block() -> str:
     return "\n".join(lines)
 
 
-def embedded(text: str) -> str | None:
-    m = re.search(re.escape(BEGIN) + r"\n(.*?)\n?" + re.escape(END), text, re.S)
-    return m.group(1) if m else None
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--write", action="store_true", help="replace the block in docs/RESULTS.md")
-    args = ap.parse_args(argv)
-    body = block()
-    if not args.write:
-        sys.stdout.write(body + "\n")
-        return 0
-    text = RESULTS_MD.read_text(encoding="utf-8")
-    if embedded(text) is None:
-        sys.stderr.write(f"no {BEGIN} block in {RESULTS_MD}\n")
-        return 1
-    text = re.sub(re.escape(BEGIN) + r"\n.*?\n?" + re.escape(END),
-                  lambda _m: f"{BEGIN}\n{body}\n{END}", text, flags=re.S)
-    RESULTS_MD.write_text(text, encoding="utf-8")
+    ap.parse_args(argv)
+    sys.stdout.write(block() + "\n")
     return 0
 
 

@@ -1,0 +1,26 @@
+#!/bin/bash
+# How docs/results/gpu_small_fail_neg.json (issue 30's reward-ordering question: the proposer's
+# parse-failure reward at R-Zero's -1 instead of the paper's 0) is made (run at the repository
+# root; tests/test_results_experiments.py checks that it gives the committed file):
+#   the baseline and VD75 runs at the paper's 0 are the main table's
+#   (docs/results/gpu_small_main.json, every seed: the same params as the fail_neg arms' except
+#   `arms`; they ran under `engine.lifetime: stage` with eager engines, the fail_neg arms under
+#   `run` with CUDA graphs: same distribution, other samples), with its base checkpoint's
+#   evaluation;
+#   baseline_fail_neg and vd75_fail_neg (4 x H200, 2026-11-28, one detached hold, a lane a
+#   seed, four runs on one GPU beside the annealing run): seeds 0 and 1, iterations 1-3 and
+#   their final solvers' evaluation (hold_h200x4_detached/failneg_s{0,1}/). Seed 2 is not run
+#   yet.
+set -e
+G=benchmarks/results/gpu_small
+OUTFILE=${1:-docs/results/gpu_small_fail_neg.json}
+. "$(dirname "$0")/shared_main_runs.sh"  # SHARED_PART, SHARED_NOTE
+python benchmarks/gpu_small.py merge params/gpu-small/fail_neg.yaml \
+    --parts "$SHARED_PART" $G/hold_h200x4_detached/failneg_s0/gpu_small_fail_neg.json \
+    $G/hold_h200x4_detached/failneg_s1/gpu_small_fail_neg.json \
+    --note experiment gpu_small_fail_neg \
+    --note params params/gpu-small/fail_neg.yaml \
+    --note shared_runs "$SHARED_NOTE" \
+    --note completed "baseline_fail_neg and vd75_fail_neg: seeds 0 and 1, iterations 1-3 (4 x H200, CUDA graphs); seed 2 not yet run" \
+    --note solver_eval "pass@1 at T = 0.7, 3 runs, GSM8K and MATH500: the final (iteration-3) solvers of the fail_neg runs; the shared runs' as in the main table (seed 0 without MATH500)" \
+    --note date 2026-11-28 --out "$OUTFILE"
