@@ -5,6 +5,7 @@ single_policy.yaml``: arms baseline and vd95, 3 seeds, 100 steps, a checkpoint e
     python benchmarks/gpu_single_policy.py run PARAMS --arm vd95 --seed 0 --output-dir D
     python benchmarks/gpu_single_policy.py eval PARAMS --output-dir D --arm vd95 --seed 0
     python benchmarks/gpu_single_policy.py export PARAMS --output-dir D --out FILE.json
+    python benchmarks/gpu_single_policy.py merge PARAMS --parts A.json B.json --out FILE.json
     python benchmarks/gpu_single_policy.py data PARAMS     # here, before the GPU session
 
 ``data`` writes every seed's training problems into the params' ``evaluation.data_dir`` (.bench/
@@ -18,6 +19,9 @@ T = 0.7) and the starting checkpoint once per output folder (``--base``); ``expo
 what exists as one JSON: per run its per-step policy entropy and mean reward (TRL's log
 history), its pass@1, the base checkpoint's, and the settings (card, vLLM version, sizes).
 ``benchmarks/gpu_single_policy.sh`` runs them on a lent machine in 10-minute commands.
+``merge`` joins the exports of lanes that ran different seeds (each lane's export lists every
+run of the params, finished or not): each run from the one part that finished it, the
+starting checkpoint's pass@1 from the part that evaluated it, the settings checked equal.
 """
 
 from __future__ import annotations
@@ -90,19 +94,78 @@ def export(params: str, output_dir: str) -> dict:
             "base_pass1": _summary(read_evaluation(base_dir, cfg)), "runs": runs}
 
 
+#: what every part of a merge must share (the runs' settings; the card may differ)
+SHARED = ("experiment", "steps_planned", "batch", "dataset", "evaluation", "vllm_version")
+
+
+def merge(parts: dict[str, dict], experiment: str | None = None) -> dict:
+    """One export from several (name -> export): each (arm, seed) from the part that finished
+    it (none finished: the part with the most logged steps), ``source`` naming that part;
+    ``base_pass1`` from the part that has it. Raises ValueError when the parts differ in a
+    :data:`SHARED` setting or in the experiment, when two parts finished the same run, or when
+    two parts hold different base evaluations."""
+    if not parts:
+        raise ValueError("merge: no parts")
+    names = list(parts)
+    first = parts[names[0]]
+    for key in SHARED:
+        values = {json.dumps(parts[n].get(key), sort_keys=True) for n in names}
+        if len(values) > 1:
+            raise ValueError(f"merge: the parts differ in {key!r}: "
+                             + "; ".join(f"{n}: {parts[n].get(key)!r}" for n in names))
+    if experiment is not None and first.get("experiment") != experiment:
+        raise ValueError(f"merge: the parts are experiment {first.get('experiment')!r}, "
+                         f"the params {experiment!r}")
+    chosen: dict[tuple[str, int], dict] = {}
+    for n in names:
+        for run in parts[n].get("runs", []):
+            key = (run["arm"], run["seed"])
+            old = chosen.get(key)
+            if run.get("finished") and old is not None and old.get("finished"):
+                raise ValueError(f"merge: {key[0]} seed {key[1]} finished in both "
+                                 f"{old['source']} and {n}; give one of them")
+            if old is None or (run.get("finished") and not old.get("finished")) or (
+                    not old.get("finished")
+                    and len(run.get("steps") or []) > len(old.get("steps") or [])):
+                chosen[key] = {**run, "source": n}
+    bases = {n: parts[n]["base_pass1"] for n in names if parts[n].get("base_pass1")}
+    if len({json.dumps(b, sort_keys=True) for b in bases.values()}) > 1:
+        raise ValueError(f"merge: different base evaluations in {', '.join(bases)}")
+    cards = sorted({parts[n].get("card") for n in names if parts[n].get("card")})
+    return {**{k: v for k, v in first.items() if k not in ("runs", "base_pass1", "card")},
+            "card": " / ".join(cards) if cards else None, "parts": names,
+            "base_pass1": next(iter(bases.values()), None),
+            "base_source": next(iter(bases), None),
+            "runs": sorted(chosen.values(), key=lambda r: (r["arm"], r["seed"]))}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("step", choices=["run", "eval", "export", "data"])
+    p.add_argument("step", choices=["run", "eval", "export", "data", "merge"])
     p.add_argument("params")
     p.add_argument("--output-dir", default="outputs")
     p.add_argument("--arm")
     p.add_argument("--seed", type=int)
     p.add_argument("--base", action="store_true", help="eval: the starting checkpoint")
-    p.add_argument("--out", help="export: the JSON to write")
+    p.add_argument("--out", help="export, merge: the JSON to write")
+    p.add_argument("--parts", nargs="+", default=[], help="merge: the lanes' exports")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.step == "merge":
+        if not args.parts or not args.out:
+            p.error("merge needs --parts FILE... and --out FILE")
+        try:
+            data = merge({Path(f).as_posix(): json.loads(Path(f).read_text(encoding="utf-8"))
+                          for f in args.parts}, load_params(args.params).experiment)
+        except (OSError, ValueError) as e:  # a missing or unreadable part, or one that differs
+            p.error(str(e))
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        logger.info("%d runs (%d finished) from %d parts -> %s", len(data["runs"]),
+                    sum(bool(r["finished"]) for r in data["runs"]), len(args.parts), args.out)
+        return 0
     if args.step == "export":
         data = export(args.params, args.output_dir)
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -207,6 +207,34 @@ def test_import_hold_takes_a_detached_holds_packed_lane(tmp_path):
     assert (dest / "runs" / "a-seed0" / "iter_3" / "timing.json").is_file()
 
 
+
+def test_import_hold_takes_a_single_policy_lane(tmp_path):
+    """A lane of gpu_single_policy.sh has no runs/: its export and its train and eval logs come
+    over (gzipped), and each run's last tqdm step is printed instead of stage seconds."""
+    import gzip
+    import tarfile
+
+    _bundle(tmp_path / "pack" / "sp0", {
+        "gpu_small_single_policy.json": '{"runs": []}',
+        "train_vd95-seed0.log": " 99%|x| 99/100 [11:10<00:06,  6.70s/it]\r"
+                                "100%|x| 100/100 [11:17<00:00,  6.71s/it]",
+        "eval_vd95-seed0.log": "eval", "eval_base.log": "base"})
+    device = tmp_path / "device"
+    device.mkdir()
+    with tarfile.open(device / "sp0.tgz", "w:gz") as tar:
+        tar.add(tmp_path / "pack" / "sp0", arcname="sp0")
+    dest = tmp_path / "dest"
+    script = ROOT / "benchmarks" / "results" / "gpu_small" / "import_hold.sh"
+    r = subprocess.run(["bash", str(script), "sp0", str(dest), str(device)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "train_vd95-seed0: 100%|x| 100/100 [11:17<00:00,  6.71s/it]" in r.stdout
+    assert sorted(p.name for p in dest.iterdir()) == [
+        "eval_base.log.gz", "eval_vd95-seed0.log.gz", "gpu_small_single_policy.json",
+        "train_vd95-seed0.log.gz"]
+    assert gzip.decompress((dest / "eval_base.log.gz").read_bytes()) == b"base"
+
+
 SP_DRIVER = """#!/bin/bash
 echo "$1 ${*:2} gpu=$CUDA_VISIBLE_DEVICES port=$MASTER_PORT" >> "$CALLS"
 if [ "$1" = export ]; then

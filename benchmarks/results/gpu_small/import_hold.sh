@@ -9,7 +9,8 @@
 # (the hold's commands' files_at folders in order; DEST e.g.
 # benchmarks/results/gpu_small/entropy_h200x2_part1). Writes DEST/: <experiment>.json,
 # gpu_small_status.txt, runs/ (no logs), <run>.log.gz, eval.log.gz, grid_cmd<k>.log,
-# prepare.log; then write DEST/README.md (what ran, the commands, the stage seconds it prints).
+# prepare.log (a single-policy lane, SCRIPT=gpu_single_policy.sh: the export, train_<run>.log.gz
+# and eval_<run>.log.gz, and each run's last step instead of stage seconds); then write DEST/README.md (what ran, the commands, the stage seconds it prints).
 set -eo pipefail
 [ $# -ge 3 ] || { echo "usage: import_hold.sh LANE DEST DEVICE_DIR..."; exit 2; }
 lane=$1 dest=$2
@@ -35,11 +36,13 @@ ls "$last"/gpu_small_*.json > /dev/null 2>&1 || { echo "import_hold: no export i
 mkdir -p "$dest"
 cp "$last"/gpu_small_*.json "$dest/"
 [ -f "$last/gpu_small_status.txt" ] && cp "$last/gpu_small_status.txt" "$dest/"
-(cd "$last/runs" && find . -type f ! -name '*.log' -print0) | while IFS= read -r -d '' f; do
-    mkdir -p "$dest/runs/$(dirname "$f")"
-    cp "$last/runs/$f" "$dest/runs/$f"
-done
-for f in "$last"/runs/*.log; do
+if [ -d "$last/runs" ]; then  # a co-evolution lane (gpu_small.sh); a single-policy lane has none
+    (cd "$last/runs" && find . -type f ! -name '*.log' -print0) | while IFS= read -r -d '' f; do
+        mkdir -p "$dest/runs/$(dirname "$f")"
+        cp "$last/runs/$f" "$dest/runs/$f"
+    done
+fi
+for f in "$last"/runs/*.log "$last"/train_*.log "$last"/eval_*.log; do  # run logs; single policy's
     [ -f "$f" ] && gzip -9c "$f" > "$dest/$(basename "$f").gz"
 done
 ls "$last"/gpu_small_eval_*.log > /dev/null 2>&1 && cat "$last"/gpu_small_eval_*.log | gzip -9 > "$dest/eval.log.gz"
@@ -49,6 +52,13 @@ done
 for i in $(seq 1 "$k"); do  # the shared warm-start's log, from the command that built it
     [ -f "$tmp/$i/gpu_small_prepare.log" ] && { cp "$tmp/$i/gpu_small_prepare.log" "$dest/prepare.log"; break; }
 done
+if [ ! -d "$dest/runs" ]; then  # single policy: each run's last step and its pace (tqdm's line)
+    echo "import_hold: $lane -> $dest ($(du -sh "$dest" | cut -f1)); steps:"
+    for f in "$last"/train_*.log; do
+        [ -f "$f" ] && echo "$(basename "$f" .log): $(tr '\r' '\n' < "$f" | grep -E '[0-9]+/[0-9]+ \[' | tail -1)"
+    done
+    exit 0
+fi
 echo "import_hold: $lane -> $dest ($(du -sh "$dest" | cut -f1)); stage seconds:"
 python3 - "$dest" <<'EOF'
 import json, sys
