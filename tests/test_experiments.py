@@ -119,6 +119,7 @@ def test_run_grid_validates_every_arm_before_running(tmp_path):
 # ----------------------------------------------------------------------------- tiny runs
 
 
+@pytest.mark.slow  # ~34 s on 2 cores: `make test-slow` (make test keeps within its budget)
 def test_grid_evaluation_and_resume(tmp_path):
     cfg = load_params(tiny(tmp_path, arms=["baseline", "vd75"], seeds=[0, 1]))
     runs = ex.run_grid(cfg)

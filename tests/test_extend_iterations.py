@@ -35,6 +35,7 @@ def _claim(tmp_path, iterations: int, **over):
     return run_dir
 
 
+@pytest.mark.slow  # ~22 s on 2 cores: `make test-slow` (make test keeps within its budget)
 def test_a_finished_run_with_a_fixed_alpha_is_extended_and_keeps_its_iterations(tmp_path):
     first = run(tiny_params(tmp_path, iterations=1))
     it1 = layout.iteration_dir(first.run_dir, 1)

@@ -93,6 +93,7 @@ def test_check_deadline(monkeypatch):
     assert deadline() is None
 
 
+@pytest.mark.slow  # ~24 s on 2 cores: `make test-slow` (make test keeps within its budget)
 def test_a_run_pauses_before_a_stage_that_would_not_fit_and_resumes(tmp_path, monkeypatch,
                                                                       caplog):
     import gc

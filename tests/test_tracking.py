@@ -317,6 +317,7 @@ def test_wandb_offline(tmp_path, monkeypatch):
 # ----------------------------------------------------------------------------- MLflow
 
 
+@pytest.mark.slow  # ~6 s on 2 cores: `make test-slow` (make test keeps within its budget)
 def test_mlflow_local_store_with_child_trainer_runs(tmp_path, monkeypatch):
     mlflow = pytest.importorskip("mlflow")
     for var in ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_NESTED_RUN",
@@ -403,6 +404,7 @@ def test_trackio_local(tmp_path, monkeypatch):
     assert any((tmp_path / "trackio").iterdir()) and not (run_dir / "tracking").exists()
 
 
+@pytest.mark.slow  # ~9 s on 2 cores: `make test-slow` (make test keeps within its budget)
 def test_a_tiny_run_logs_its_iterations_and_trainers_to_tensorboard(tmp_path):
     """The loop's tracker and both GRPO trainers of a run write into the run's folder."""
     pytest.importorskip("tensorboardX")

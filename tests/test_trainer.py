@@ -138,6 +138,7 @@ def test_training_dtypes_keep_fp32_masters_on_gpu():
     assert training_dtypes("bfloat16", True, optimizer_offload=True) == ("float32", "float32")
 
 
+@pytest.mark.slow  # ~13 s on 2 cores: `make test-slow` (make test keeps within its budget)
 def test_offloaded_adamw_trains_as_transformers_adamw(tmp_path):
     """optimizer_offload through TRL: the trainer's clipping is off, the offloaded AdamW clips
     at the role's norm, and two GRPO steps end at transformers' AdamW's weights, drawing the
