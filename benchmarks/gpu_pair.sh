@@ -80,25 +80,23 @@ if [ "$1" = wait ]; then  # until the detached steps are done or WAIT_END; then 
     fi
     while [ ! -f "$HOLD/done" ] && [ "$(date +%s)" -lt "$wend" ]; do sleep 5; done
     pack
+    tail -n 40 "$HOLD/hold.log" 2>/dev/null
     if [ -f "$HOLD/done" ]; then
         echo "hold done (rc $(cat "$HOLD/done")) after $(( $(date +%s) - $(cat "$HOLD/started") )) s"
-    else
-        tail -n 40 "$HOLD/hold.log" 2>/dev/null
-        echo "hold running for $(( $(date +%s) - $(cat "$HOLD/started") )) s; wait again"
-        # where each lane's runs stand (read only): all lanes at once, each bounded by
-        # STATUS_S (default 10) seconds, so that a busy machine cannot hold the command past
-        # WAIT_END by more than that (one after another, six lanes overran a 600 s call)
-        for name in $(lane_names); do
-            [ -d "/tmp/gs_$name" ] && (cd "$HOLD/repo" && timeout "${STATUS_S:-10}" python3 \
-                -m vdlib.app.cli status "/tmp/gs_$name" > "$HOLD/status_$name.txt" 2>/dev/null) &
-        done
-        wait
-        for name in $(lane_names); do
-            grep "^| [a-z]" "$HOLD/status_$name.txt" 2>/dev/null | grep -v "^| experiment"
-        done
         exit 0
     fi
-    tail -n 40 "$HOLD/hold.log" 2>/dev/null
+    echo "hold running for $(( $(date +%s) - $(cat "$HOLD/started") )) s; wait again"
+    # where each lane's runs stand (read only): all lanes at once, each bounded by STATUS_S
+    # (default 10) seconds, so that a busy machine cannot hold the command past WAIT_END by
+    # more than that (one after another, six lanes overran a 600 s call)
+    for name in $(lane_names); do
+        [ -d "/tmp/gs_$name" ] && (cd "$HOLD/repo" && timeout "${STATUS_S:-10}" python3 \
+            -m vdlib.app.cli status "/tmp/gs_$name" > "$HOLD/status_$name.txt" 2>/dev/null) &
+    done
+    wait
+    for name in $(lane_names); do
+        grep "^| [a-z]" "$HOLD/status_$name.txt" 2>/dev/null | grep -v "^| experiment"
+    done
     exit 0
 fi
 [ -n "$LANES" ] || { echo "LANES is empty: NAME:PARAMS:GPU:SEEDS ..."; exit 2; }

@@ -183,50 +183,50 @@ def test_import_hold_lays_a_lanes_bundles_out_as_an_export_folder(tmp_path):
     assert again.returncode == 1 and "exists" in again.stdout  # never over a committed folder
 
 
-def test_import_hold_takes_a_detached_holds_packed_lane(tmp_path):
-    """A detached hold's wait brings the lane back as lane.tgz (lane/bundle.tgz, lane.txt)."""
+def _import_packed_lane(tmp_path, lane: str, files: dict[str, str], log: str | None = None):
+    """import_hold.sh on a lane as a detached hold's wait packs it: device/<lane>.tgz holding
+    <lane>/bundle.tgz (``files``) and, given ``log``, <lane>.txt; returns (result, dest)."""
     import tarfile
 
-    timing = '{"proposer": 10, "generate": 1, "score": 5, "solver": 4}'
-    _bundle(tmp_path / "pack" / "lane", {
-        "gpu_small_grid.log": "all", "gpu_small_x.json": "{}",
-        "runs/a-seed0/iter_3/timing.json": timing, "runs/a-seed0.log": "log"})
-    (tmp_path / "pack" / "lane.txt").write_text("lane export: rc 0\n")
+    _bundle(tmp_path / "pack" / lane, files)
+    if log is not None:
+        (tmp_path / "pack" / f"{lane}.txt").write_text(log)
     device = tmp_path / "device"
     device.mkdir()
-    with tarfile.open(device / "lane.tgz", "w:gz") as tar:
-        tar.add(tmp_path / "pack" / "lane", arcname="lane")
-        tar.add(tmp_path / "pack" / "lane.txt", arcname="lane.txt")
+    with tarfile.open(device / f"{lane}.tgz", "w:gz") as tar:
+        tar.add(tmp_path / "pack" / lane, arcname=lane)
+        if log is not None:
+            tar.add(tmp_path / "pack" / f"{lane}.txt", arcname=f"{lane}.txt")
     dest = tmp_path / "dest"
     script = ROOT / "benchmarks" / "results" / "gpu_small" / "import_hold.sh"
-    r = subprocess.run(["bash", str(script), "lane", str(dest), str(device)],
+    r = subprocess.run(["bash", str(script), lane, str(dest), str(device)],
                        capture_output=True, text=True, timeout=60)
+    return r, dest
+
+
+def test_import_hold_takes_a_detached_holds_packed_lane(tmp_path):
+    """A detached hold's wait brings the lane back as lane.tgz (lane/bundle.tgz, lane.txt)."""
+    timing = '{"proposer": 10, "generate": 1, "score": 5, "solver": 4}'
+    r, dest = _import_packed_lane(tmp_path, "lane", {
+        "gpu_small_grid.log": "all", "gpu_small_x.json": "{}",
+        "runs/a-seed0/iter_3/timing.json": timing, "runs/a-seed0.log": "log"},
+        log="lane export: rc 0\n")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "| a-seed0 | 3 | 10 | 1 | 5 | 4 | 20 |" in r.stdout
     assert (dest / "grid_cmd1.log").read_text() == "all"
     assert (dest / "runs" / "a-seed0" / "iter_3" / "timing.json").is_file()
 
 
-
 def test_import_hold_takes_a_single_policy_lane(tmp_path):
     """A lane of gpu_single_policy.sh has no runs/: its export and its train and eval logs come
     over (gzipped), and each run's last tqdm step is printed instead of stage seconds."""
     import gzip
-    import tarfile
 
-    _bundle(tmp_path / "pack" / "sp0", {
+    r, dest = _import_packed_lane(tmp_path, "sp0", {
         "gpu_small_single_policy.json": '{"runs": []}',
         "train_vd95-seed0.log": " 99%|x| 99/100 [11:10<00:06,  6.70s/it]\r"
                                 "100%|x| 100/100 [11:17<00:00,  6.71s/it]",
         "eval_vd95-seed0.log": "eval", "eval_base.log": "base"})
-    device = tmp_path / "device"
-    device.mkdir()
-    with tarfile.open(device / "sp0.tgz", "w:gz") as tar:
-        tar.add(tmp_path / "pack" / "sp0", arcname="sp0")
-    dest = tmp_path / "dest"
-    script = ROOT / "benchmarks" / "results" / "gpu_small" / "import_hold.sh"
-    r = subprocess.run(["bash", str(script), "sp0", str(dest), str(device)],
-                       capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "train_vd95-seed0: 100%|x| 100/100 [11:17<00:00,  6.71s/it]" in r.stdout
     assert sorted(p.name for p in dest.iterdir()) == [

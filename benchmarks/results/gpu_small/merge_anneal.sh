@@ -13,13 +13,9 @@
 set -e
 G=benchmarks/results/gpu_small
 OUTFILE=${1:-docs/results/gpu_small_anneal.json}
-. "$(dirname "$0")/shared_main_runs.sh"  # SHARED_PART, SHARED_NOTE
-python benchmarks/gpu_small.py merge params/gpu-small/annealing.yaml \
-    --parts "$SHARED_PART" $G/anneal_h200x2_part1/gpu_small_anneal.json \
-    $G/hold_h200x4_detached/anneal_s2/gpu_small_anneal.json \
-    --note experiment gpu_small_anneal \
-    --note params params/gpu-small/annealing.yaml \
-    --note shared_runs "$SHARED_NOTE" \
-    --note completed "anneal: every seed, iterations 1-3 (seeds 0 and 1 on 2 x H200, seed 2 on 4 x H200; CUDA graphs)" \
-    --note solver_eval "pass@1 at T = 0.7, 3 runs, GSM8K and MATH500: the final (iteration-3) solvers of the anneal runs; the shared runs' as in the main table (seed 0 without MATH500)" \
-    --note date 2026-11-28 --out "$OUTFILE"
+. "$(dirname "$0")/shared_main_runs.sh"  # merge_ablation (with SHARED_PART, SHARED_NOTE)
+merge_ablation params/gpu-small/annealing.yaml gpu_small_anneal 2026-11-28 \
+    "anneal: every seed, iterations 1-3 (seeds 0 and 1 on 2 x H200, seed 2 on 4 x H200; CUDA graphs)" \
+    "pass@1 at T = 0.7, 3 runs, GSM8K and MATH500: the final (iteration-3) solvers of the anneal runs; the shared runs' as in the main table (seed 0 without MATH500)" \
+    "$OUTFILE" $G/anneal_h200x2_part1/gpu_small_anneal.json \
+    $G/hold_h200x4_detached/anneal_s2/gpu_small_anneal.json

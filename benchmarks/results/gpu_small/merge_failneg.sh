@@ -14,13 +14,9 @@
 set -e
 G=benchmarks/results/gpu_small
 OUTFILE=${1:-docs/results/gpu_small_fail_neg.json}
-. "$(dirname "$0")/shared_main_runs.sh"  # SHARED_PART, SHARED_NOTE
-python benchmarks/gpu_small.py merge params/gpu-small/fail_neg.yaml \
-    --parts "$SHARED_PART" $G/hold_h200x4_detached/failneg_s0/gpu_small_fail_neg.json \
-    $G/hold_h200x4_detached/failneg_s1/gpu_small_fail_neg.json \
-    --note experiment gpu_small_fail_neg \
-    --note params params/gpu-small/fail_neg.yaml \
-    --note shared_runs "$SHARED_NOTE" \
-    --note completed "baseline_fail_neg and vd75_fail_neg: seeds 0 and 1, iterations 1-3 (4 x H200, CUDA graphs); seed 2 not yet run" \
-    --note solver_eval "pass@1 at T = 0.7, 3 runs, GSM8K and MATH500: the final (iteration-3) solvers of the fail_neg runs; the shared runs' as in the main table (seed 0 without MATH500)" \
-    --note date 2026-11-28 --out "$OUTFILE"
+. "$(dirname "$0")/shared_main_runs.sh"  # merge_ablation (with SHARED_PART, SHARED_NOTE)
+merge_ablation params/gpu-small/fail_neg.yaml gpu_small_fail_neg 2026-11-28 \
+    "baseline_fail_neg and vd75_fail_neg: seeds 0 and 1, iterations 1-3 (4 x H200, CUDA graphs); seed 2 not yet run" \
+    "pass@1 at T = 0.7, 3 runs, GSM8K and MATH500: the final (iteration-3) solvers of the fail_neg runs; the shared runs' as in the main table (seed 0 without MATH500)" \
+    "$OUTFILE" $G/hold_h200x4_detached/failneg_s0/gpu_small_fail_neg.json \
+    $G/hold_h200x4_detached/failneg_s1/gpu_small_fail_neg.json

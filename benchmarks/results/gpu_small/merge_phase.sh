@@ -13,13 +13,9 @@
 set -e
 G=benchmarks/results/gpu_small
 OUTFILE=${1:-docs/results/gpu_small_phase.json}
-. "$(dirname "$0")/shared_main_runs.sh"  # SHARED_PART, SHARED_NOTE
-python benchmarks/gpu_small.py merge params/gpu-small/phase_ablation.yaml \
-    --parts "$SHARED_PART" $G/phase_h200x2_part1/gpu_small_phase.json \
-    $G/phase_h200x2_part2/gpu_small_phase.json \
-    --note experiment gpu_small_phase \
-    --note params params/gpu-small/phase_ablation.yaml \
-    --note shared_runs "$SHARED_NOTE" \
-    --note completed "train_only and gen_only: every seed, iterations 1-3 (2 x H200, two runs a GPU, CUDA graphs)" \
-    --note solver_eval "pass@1 at T = 0.7, 3 runs, GSM8K and MATH500: the final (iteration-3) solvers of every phase run; the shared runs' as in the main table (seed 0 without MATH500)" \
-    --note date 2026-11-28 --out "$OUTFILE"
+. "$(dirname "$0")/shared_main_runs.sh"  # merge_ablation (with SHARED_PART, SHARED_NOTE)
+merge_ablation params/gpu-small/phase_ablation.yaml gpu_small_phase 2026-11-28 \
+    "train_only and gen_only: every seed, iterations 1-3 (2 x H200, two runs a GPU, CUDA graphs)" \
+    "pass@1 at T = 0.7, 3 runs, GSM8K and MATH500: the final (iteration-3) solvers of every phase run; the shared runs' as in the main table (seed 0 without MATH500)" \
+    "$OUTFILE" $G/phase_h200x2_part1/gpu_small_phase.json \
+    $G/phase_h200x2_part2/gpu_small_phase.json
