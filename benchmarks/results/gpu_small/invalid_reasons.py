@@ -18,9 +18,11 @@ import json
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-# the runs merge.sh takes: part 2's seeds 0 and 2, part 4's seed 1
-RUNS = [HERE / "h100x1" / f"{arm}-seed{s}" for arm in ("baseline", "vd85", "vd75") for s in (0, 2)]
-RUNS += [HERE / "h200x1" / f"{arm}-seed1" for arm in ("baseline", "vd85", "vd75")]
+# the runs merge.sh takes: part 2's seed 2, part 4's seed 1, part 6's seed 0 (the detached hold)
+ARMS = ("baseline", "vd85", "vd75")
+RUNS = [HERE / "h100x1" / f"{arm}-seed2" for arm in ARMS]
+RUNS += [HERE / "h200x1" / f"{arm}-seed1" for arm in ARMS]
+RUNS += [HERE / "hold_h200x2_detached" / "main_s0" / "runs" / f"{arm}-seed0" for arm in ARMS]
 CLASSES = ("valid", "truncated", "no closed question", "no answer", "other")
 
 
@@ -49,7 +51,7 @@ def main() -> None:
                     counts[(arm, t)][classify(json.loads(line))] += 1
     print("| arm | it. | generations | " + " | ".join(CLASSES) + " |")
     print("|---|---|---|" + "---|" * len(CLASSES))
-    for arm in ("baseline", "vd85", "vd75"):
+    for arm in ARMS:
         for t in sorted(k[1] for k in counts if k[0] == arm):
             c = counts[(arm, t)]
             n = sum(c.values())

@@ -16,6 +16,6 @@ OUTFILE=${1:-docs/results/gpu_small_anneal.json}
 . "$(dirname "$0")/shared_main_runs.sh"  # merge_ablation (with SHARED_PART, SHARED_NOTE)
 merge_ablation params/gpu-small/annealing.yaml gpu_small_anneal 2026-11-28 \
     "anneal: every seed, iterations 1-3 (seeds 0 and 1 on 2 x H200, seed 2 on 4 x H200; CUDA graphs)" \
-    "pass@1 at T = 0.7, 3 runs, GSM8K and MATH500: the final (iteration-3) solvers of the anneal runs; the shared runs' as in the main table (seed 0 without MATH500)" \
+    "pass@1 at T = 0.7, 3 runs, GSM8K and MATH500: the final (iteration-3) solvers of the anneal runs; the shared runs' as in the main table" \
     "$OUTFILE" $G/anneal_h200x2_part1/gpu_small_anneal.json \
     $G/hold_h200x4_detached/anneal_s2/gpu_small_anneal.json

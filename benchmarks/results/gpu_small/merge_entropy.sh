@@ -15,7 +15,7 @@ OUTFILE=${1:-docs/results/gpu_small_entropy.json}
 . "$(dirname "$0")/shared_main_runs.sh"  # merge_ablation (with SHARED_PART, SHARED_NOTE)
 merge_ablation params/gpu-small/entropy_baselines.yaml gpu_small_entropy 2026-11-28 \
     "kl_cov and clip_cov: every seed, iterations 1-3 (4 x H200, two runs a GPU, CUDA graphs)" \
-    "pass@1 at T = 0.7, 3 runs, GSM8K and MATH500: the final (iteration-3) solvers of every entropy run; the shared runs' as in the main table (seed 0 without MATH500)" \
+    "pass@1 at T = 0.7, 3 runs, GSM8K and MATH500: the final (iteration-3) solvers of every entropy run; the shared runs' as in the main table" \
     "$OUTFILE" $G/hold_h200x4_detached/entropy_s0/gpu_small_entropy.json \
     $G/hold_h200x4_detached/entropy_s1/gpu_small_entropy.json \
     $G/hold_h200x4_detached/entropy_s2/gpu_small_entropy.json

@@ -9,14 +9,16 @@
 #   evaluation;
 #   baseline_fail_neg and vd75_fail_neg (4 x H200, 2026-11-28, one detached hold, a lane a
 #   seed, four runs on one GPU beside the annealing run): seeds 0 and 1, iterations 1-3 and
-#   their final solvers' evaluation (hold_h200x4_detached/failneg_s{0,1}/). Seed 2 is not run
-#   yet.
+#   their final solvers' evaluation (hold_h200x4_detached/failneg_s{0,1}/); seed 2 the same in
+#   the next detached hold (2 x H200, two runs on one GPU beside two single-policy runs,
+#   hold_h200x2_detached/failneg_s2/).
 set -e
 G=benchmarks/results/gpu_small
 OUTFILE=${1:-docs/results/gpu_small_fail_neg.json}
 . "$(dirname "$0")/shared_main_runs.sh"  # merge_ablation (with SHARED_PART, SHARED_NOTE)
 merge_ablation params/gpu-small/fail_neg.yaml gpu_small_fail_neg 2026-11-28 \
-    "baseline_fail_neg and vd75_fail_neg: seeds 0 and 1, iterations 1-3 (4 x H200, CUDA graphs); seed 2 not yet run" \
-    "pass@1 at T = 0.7, 3 runs, GSM8K and MATH500: the final (iteration-3) solvers of the fail_neg runs; the shared runs' as in the main table (seed 0 without MATH500)" \
+    "baseline_fail_neg and vd75_fail_neg: every seed, iterations 1-3 (seeds 0 and 1 on 4 x H200, seed 2 on 2 x H200; CUDA graphs)" \
+    "pass@1 at T = 0.7, 3 runs, GSM8K and MATH500: the final (iteration-3) solvers of the fail_neg runs; the shared runs' as in the main table" \
     "$OUTFILE" $G/hold_h200x4_detached/failneg_s0/gpu_small_fail_neg.json \
-    $G/hold_h200x4_detached/failneg_s1/gpu_small_fail_neg.json
+    $G/hold_h200x4_detached/failneg_s1/gpu_small_fail_neg.json \
+    $G/hold_h200x2_detached/failneg_s2/gpu_small_fail_neg.json

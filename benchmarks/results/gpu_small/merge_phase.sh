@@ -16,6 +16,6 @@ OUTFILE=${1:-docs/results/gpu_small_phase.json}
 . "$(dirname "$0")/shared_main_runs.sh"  # merge_ablation (with SHARED_PART, SHARED_NOTE)
 merge_ablation params/gpu-small/phase_ablation.yaml gpu_small_phase 2026-11-28 \
     "train_only and gen_only: every seed, iterations 1-3 (2 x H200, two runs a GPU, CUDA graphs)" \
-    "pass@1 at T = 0.7, 3 runs, GSM8K and MATH500: the final (iteration-3) solvers of every phase run; the shared runs' as in the main table (seed 0 without MATH500)" \
+    "pass@1 at T = 0.7, 3 runs, GSM8K and MATH500: the final (iteration-3) solvers of every phase run; the shared runs' as in the main table" \
     "$OUTFILE" $G/phase_h200x2_part1/gpu_small_phase.json \
     $G/phase_h200x2_part2/gpu_small_phase.json

@@ -3,7 +3,7 @@
 # ablation compares with (every seed, shared, not rerun) as a --parts entry, the note the merged
 # file carries about them, and merge_ablation, the merge every one of those scripts runs.
 SHARED_PART="docs/results/gpu_small_main.json::baseline-seed0,baseline-seed1,baseline-seed2,vd75-seed0,vd75-seed1,vd75-seed2"
-SHARED_NOTE="baseline and vd75 (every seed): the main table's runs (docs/results/gpu_small_main.json; engine.lifetime stage, eager; format warm-start of cache key v3, the same recipe as v4 here but for float rounding: v4 computes the same loss over a shared prompt prefix), not rerun"
+SHARED_NOTE="baseline and vd75 (every seed): the main table's runs (docs/results/gpu_small_main.json; engine.lifetime stage, eager; seed 0 from the format warm-start of cache key v4 as here, seeds 1 and 2 from v3, the same recipe but for float rounding: v4 computes the same loss over a shared prompt prefix), not rerun"
 # merge_ablation PARAMS EXPERIMENT DATE COMPLETED SOLVER_EVAL OUTFILE PART...: the shared runs
 # and the ablation's own parts into OUTFILE, with the notes every ablation file carries
 merge_ablation() {
