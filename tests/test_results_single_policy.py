@@ -15,6 +15,7 @@ from vdlib.report.results_single_policy import (
     entropy_effects,
     entropy_table,
     load_single_policy,
+    reward_table,
     single_policy_pass1_table,
 )
 
@@ -56,6 +57,27 @@ def test_entropy_table_and_effects_follow_the_per_seed_values():
     assert row["paired_p"] == pytest.approx(paired.pvalue, abs=1e-4)
 
 
+def test_the_reward_table_says_how_much_grpo_had_to_act_on():
+    """Binary reward: the batch-mean reward is the share of correct rollouts; steps with none
+    give GRPO no advantage, and the table counts the steps that had one."""
+    data = _export()
+    for run in data["runs"]:  # seed s: steps 1..20, correct only at step <= 4 + s
+        for st in run["steps"]:
+            st["reward"] = 0.25 if st["step"] <= 4 + run["seed"] else 0.0
+    data["runs"][0]["steps"][0]["reward"] = None  # an unlogged reward is left out
+    table = reward_table(data, window=10).set_index("arm")
+    assert list(table.index) == ["Baseline", "VD95"] and table.loc["VD95", "seeds"] == 3
+    shares = [100 * 0.25 * (4 + s) / 20 for s in range(3)]  # 5, 6.25, 7.5 %
+    m = sum(shares) / 3
+    se = (sum((x - m) ** 2 for x in shares) / 2) ** 0.5 / 3 ** 0.5
+    assert table.loc["VD95", "correct rollouts, % (all steps)"] == f"{m:.2f} ± {se:.2f}"
+    assert table.loc["VD95", "correct rollouts, % (last 10 steps)"].startswith("0.00")
+    assert table.loc["VD95", "steps with a correct rollout"] == "5.0 of 20"
+    # baseline seed 0 logs 19 rewards: 3, 5 and 6 steps with a correct rollout
+    assert table.loc["Baseline", "steps with a correct rollout"] == "4.7 of 20"
+    assert reward_table({"runs": [{**data["runs"][0], "steps": []}]}).empty
+
+
 def test_pass1_puts_the_papers_cells_beside_ours():
     table = single_policy_pass1_table(_export()).set_index(["arm", "benchmark"])
     assert table.loc[("VD95", "gsm8k"), "ours"] == "2.00 ± 0.47"  # seeds 1, 2, 3 %, ddof 0
@@ -69,8 +91,8 @@ def test_vdlib_results_draws_the_single_policy_report(tmp_path, capsys):
     path.write_text(json.dumps(_export()))
     assert main(["results", str(path), "--out", str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out
-    for name in ("entropy_trajectory.png", "entropy.md", "entropy_effects.md", "pass1.md",
-                 "report.json"):
+    for name in ("entropy_trajectory.png", "entropy.md", "entropy_effects.md", "reward.md",
+                 "pass1.md", "report.json"):
         assert (tmp_path / "out" / f"gpu_small_single_policy_{name}").is_file(), name
     assert "last 10 steps" in out  # the effects table is printed
     effects = pd.read_csv(tmp_path / "out" / "gpu_small_single_policy_entropy_effects.csv")

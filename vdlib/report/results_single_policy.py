@@ -10,7 +10,9 @@ of ``{arm, seed, finished, steps: [{step, entropy, reward}], pass1: {benchmark: 
 arm at its first logged step and over its last :data:`ENTROPY_WINDOW` steps, the paper's same
 two numbers beside), the entropy effects (each arm against the baseline:
 :func:`vdlib.utils.stats.compare_seeds` on the per-seed values, and the ratio of the means the
-paper's "2x" is) and the pass@1 table with tab:vanilla_grpo's cells beside.
+paper's "2x" is), the reward signal GRPO had (:func:`reward_table`: with a binary reward
+the batch-mean reward is the share of correct rollouts, and a step whose rollouts are all
+wrong gives every advantage 0) and the pass@1 table with tab:vanilla_grpo's cells beside.
 
 >>> is_single_policy({"runs": [], "base_pass1": None}), is_single_policy({"records": []})
 (True, False)
@@ -38,7 +40,7 @@ from vdlib.report.table_format import format_cell
 from vdlib.utils.stats import SE_DDOF, compare_seeds, mean_and_se
 
 __all__ = ["ENTROPY_WINDOW", "is_single_policy", "load_single_policy", "entropy_frame",
-           "entropy_table", "entropy_effects", "single_policy_pass1_table",
+           "entropy_table", "entropy_effects", "reward_table", "single_policy_pass1_table",
            "single_policy_report"]
 
 #: the last steps whose mean entropy stands for "after training" (the paper's curves are noisy
@@ -175,6 +177,35 @@ def entropy_effects(data: Mapping[str, Any], window: int = ENTROPY_WINDOW,
     return pd.DataFrame(rows)
 
 
+def reward_table(data: Mapping[str, Any], window: int = ENTROPY_WINDOW) -> pd.DataFrame:
+    """Per arm: seeds, the share of correct rollouts in % over all logged steps and over the
+    last ``window`` (each step's batch-mean reward; mean ± SE over seeds, sample SD), and the
+    steps with at least one correct rollout (mean over seeds, of the steps logged): how much
+    GRPO had to act on. A step whose rollouts all earn 0 has every advantage 0, so at a share
+    near 0 the entropy curves measure the sampler, not training."""
+    per: dict[str, list[tuple[float, float, float, int]]] = {}
+    for run in data["runs"]:
+        r = [float(s["reward"]) for s in sorted(run["steps"], key=lambda s: s["step"])
+             if s.get("reward") is not None]
+        if r:
+            per.setdefault(run["arm"], []).append(
+                (100.0 * sum(r) / len(r), 100.0 * sum(r[-window:]) / len(r[-window:]),
+                 float(sum(x > 0 for x in r)), len(r)))
+    rows = []
+    for arm, values in per.items():
+        everything, last, hit, n = zip(*values, strict=True)
+        rows.append({"arm": arm_label(arm), "seeds": len(values),
+                     "correct rollouts, % (all steps)": format_cell(
+                         *mean_and_se(list(everything), 1), "markdown", 2),
+                     f"correct rollouts, % (last {window} steps)": format_cell(
+                         *mean_and_se(list(last), 1), "markdown", 2),
+                     "steps with a correct rollout": f"{sum(hit) / len(hit):.1f} of "
+                                                     f"{sum(n) / len(n):.0f}"})
+    return pd.DataFrame(rows, columns=["arm", "seeds", "correct rollouts, % (all steps)",
+                                       f"correct rollouts, % (last {window} steps)",
+                                       "steps with a correct rollout"])
+
+
 def single_policy_pass1_table(data: Mapping[str, Any], ddof: int = SE_DDOF) -> pd.DataFrame:
     """pass@1 in % per arm and benchmark: mean ± SE over seeds (each seed the mean of its
     evaluation runs; the starting checkpoint over its runs), population SD by default (the
@@ -208,6 +239,9 @@ NOTES = {
     "entropy_effects": "Arm minus baseline on the per-seed entropy (vdlib.utils.stats."
                        "compare_seeds): Welch's t on Welch–Satterthwaite df, paired t by seed, "
                        "permutation p-values; ratio = arm mean / baseline mean.",
+    "reward": "The reward signal: each step's batch-mean reward is its share of correct "
+              "rollouts (binary reward); mean ± SE over seeds (sample SD). A step with no "
+              "correct rollout gives GRPO no advantage to follow.",
     "pass1": f"pass@1 in %: mean ± SE over seeds (ddof {SE_DDOF}); n = seeds (the base: its "
              "evaluation runs); the paper's tab:vanilla_grpo cells beside (Qwen3-4B-Base).",
 }
@@ -216,15 +250,15 @@ NOTES = {
 def single_policy_report(path: str | os.PathLike, out_dir: str | os.PathLike,
                          name: str | None = None, data: Any = None) -> list[Path]:
     """``<name>_entropy_trajectory.{png,pdf,csv}`` (the figure), ``<name>_entropy``,
-    ``<name>_entropy_effects`` and ``<name>_pass1`` (``.md`` headed by its rule, and ``.csv``)
-    and ``<name>_report.json``; the written paths. Nothing is written until the file is
-    checked and every table built (``data``: the file's value, already read)."""
+    ``<name>_entropy_effects``, ``<name>_reward`` and ``<name>_pass1`` (``.md`` headed by its
+    rule, and ``.csv``) and ``<name>_report.json``; the written paths. Nothing is written
+    until the file is checked and every table built (``data``: the file's value, already read)."""
     from vdlib.report import plots
 
     data = load_single_policy(path, data)
     name = name or Path(path).stem
     tables = (("entropy", entropy_table(data)), ("entropy_effects", entropy_effects(data)),
-              ("pass1", single_policy_pass1_table(data)))
+              ("reward", reward_table(data)), ("pass1", single_policy_pass1_table(data)))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     fig = plots.entropy_figure(entropy_frame(data), out, name=f"{name}_entropy_trajectory")
