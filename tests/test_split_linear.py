@@ -30,7 +30,10 @@ def test_split_product_is_the_layer_product(rows, out, width):
     for parts in (1, 2, 4):
         got = split_product(x, weight, parts)
         assert got.shape == expected.shape
-        torch.testing.assert_close(got, expected)  # equal bits are checked at run time
+        # float32 sums of up to 576 products in another order (the BLAS kernel and its threads
+        # differ by machine and load): values ~ 24, so 1e-4 absolute; equal bits are checked at
+        # run time
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-4)
 
 
 def test_layers_patched_only_inside_the_block_and_outputs_equal():
