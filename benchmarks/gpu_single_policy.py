@@ -27,6 +27,7 @@ starting checkpoint's pass@1 from the part that evaluated it, the settings check
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.metadata
 import json
 import logging
@@ -88,6 +89,9 @@ def export(params: str, output_dir: str) -> dict:
                       "generations": cfg.solver.num_generations,
                       "max_response_length": cfg.solver.max_response_length},
             "dataset": cfg.single_policy.dataset,
+            # the starting checkpoint (a run from the raw model and one from the format
+            # warm-start answer different questions: merge refuses to mix them)
+            "warm_start": dataclasses.asdict(cfg.warm_start),
             "evaluation": {"benchmarks": list(cfg.evaluation.benchmarks),
                            "runs": cfg.evaluation.runs,
                            "temperature": cfg.evaluation.temperature},
@@ -95,7 +99,8 @@ def export(params: str, output_dir: str) -> dict:
 
 
 #: what every part of a merge must share (the runs' settings; the card may differ)
-SHARED = ("experiment", "steps_planned", "batch", "dataset", "evaluation", "vllm_version")
+SHARED = ("experiment", "steps_planned", "batch", "dataset", "warm_start", "evaluation",
+          "vllm_version")
 
 
 def merge(parts: dict[str, dict], experiment: str | None = None) -> dict:

@@ -40,6 +40,7 @@ def test_one_run_is_trained_evaluated_and_exported(tmp_path):
     assert d.main(["export", *common, "--out", str(tmp_path / "sp.json")]) == 0
     data = json.loads((tmp_path / "sp.json").read_text())
     assert data["experiment"] == "sp" and data["steps_planned"] == 2
+    assert data["warm_start"]["mode"] == "none"  # the starting checkpoint, compared by merge
     assert set(data["base_pass1"]) == {"gsm_symbolic"}
     runs = {(r["arm"], r["seed"]): r for r in data["runs"]}
     assert set(runs) == {("baseline", 0), ("baseline", 1), ("vd95", 0), ("vd95", 1)}
@@ -73,7 +74,8 @@ def _lane_export(finished_seed: int, *, base: bool = False, card: str = "NVIDIA 
     return {"experiment": "gpu_small_single_policy", "params": "p.yaml", "card": card,
             "vllm_version": "0.25.1", "steps_planned": 100,
             "batch": {"prompts": 8, "generations": 4, "max_response_length": 512},
-            "dataset": "gsm_symbolic", "evaluation": {"benchmarks": ["gsm8k"], "runs": 3,
+            "dataset": "gsm_symbolic", "warm_start": {"mode": "sft", "examples": 64},
+            "evaluation": {"benchmarks": ["gsm8k"], "runs": 3,
                                                       "temperature": 0.7},
             "base_pass1": {"gsm8k": {"accuracies": [0.02] * 3}} if base else None,
             "runs": runs}
@@ -103,6 +105,10 @@ def test_merge_refuses_parts_that_disagree_or_overlap():
     other["steps_planned"] = 50
     with pytest.raises(ValueError, match="differ in 'steps_planned'"):
         d.merge({"a": _lane_export(0), "b": other})
+    raw = _lane_export(1)  # a lane from the raw model (as stop 46's sp0): not the same question
+    raw["warm_start"] = {"mode": "none", "examples": 64}
+    with pytest.raises(ValueError, match="differ in 'warm_start'"):
+        d.merge({"a": _lane_export(0), "b": raw})
     with pytest.raises(ValueError, match="baseline seed 0 finished in both a and b"):
         d.merge({"a": _lane_export(0), "b": _lane_export(0)})
     with pytest.raises(ValueError, match="different base evaluations in a, b"):
