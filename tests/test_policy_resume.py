@@ -3,6 +3,7 @@ the tiny random model (CPU)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -19,7 +20,7 @@ PROBLEMS = [{"question": "What is 2+3?", "answer": "5"},
             {"question": "What is 4+4?", "answer": "8"}]
 
 
-def _train(tmp_path, work):
+def _train(tmp_path, work, g=G):
     model, tok = load_model("tiny-random", device="cpu")
     path = tmp_path / "model"  # TRL builds the reference model (beta > 0) from a path
     if not path.exists():
@@ -27,7 +28,7 @@ def _train(tmp_path, work):
         tok.save_pretrained(path)
     model, tok = load_model(str(path), device="cpu")
     vd = VocabDropout.for_model(model, tok, alpha=0.5)
-    return policy.grpo_on_problems(model, tok, PROBLEMS, G, work, seed=3, use_cpu=True,
+    return policy.grpo_on_problems(model, tok, PROBLEMS, g, work, seed=3, use_cpu=True,
                                    vocab_dropout=vd, mask_seed_fn=lambda s: mask_seed(0, 1,
                                                                                       "train", s),
                                    checkpoint_every=1)
@@ -61,6 +62,24 @@ def test_a_killed_run_goes_on_from_its_last_checkpoint(tmp_path, monkeypatch):
     steps = [h for h in trainer.state.log_history if "loss" in h]
     assert len(steps) == 2  # TRL's log history came back with the checkpoint
     assert not work.exists()  # finished: the scratch folder goes
+
+
+def test_only_the_two_newest_checkpoints_are_kept(tmp_path, monkeypatch):
+    """Six 100-step runs kept every checkpoint and filled a lent machine's 64 GB disk (stop 47);
+    the older of the two kept is complete while the newest is still being written."""
+    work = tmp_path / "trl"
+    original = policy._SavedState.on_save
+
+    def killed_after_step_three(self, args, state, control, **kw):
+        original(self, args, state, control, **kw)
+        if state.global_step == 3:
+            raise KeyboardInterrupt("killed")
+
+    monkeypatch.setattr(policy._SavedState, "on_save", killed_after_step_three)
+    with pytest.raises(KeyboardInterrupt):
+        _train(tmp_path, work, dataclasses.replace(G, max_steps=4))
+    assert sorted(d.name for d in work.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-3"]
+    assert policy.last_checkpoint(work).name == "checkpoint-3"
 
 
 def test_checkpoint_every_is_a_validated_setting():
