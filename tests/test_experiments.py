@@ -155,6 +155,14 @@ def test_single_policy_run_with_mask(tmp_path):
     mtime = (runs[("vd95", 0)] / "policy_train.json").stat().st_mtime_ns
     ex.run_grid(cfg, runner=run_single_policy)  # resume: nothing retrained
     assert (runs[("vd95", 0)] / "policy_train.json").stat().st_mtime_ns == mtime
+    # the same folder under another starting checkpoint is refused, naming the key
+    from vdlib.loop.run_state import RunConfigMismatch
+
+    other = load_params(tiny(tmp_path, arms=["baseline", "vd95"], experiment="sp",
+                             warm_start={"mode": "sft"}))
+    with pytest.raises(RunConfigMismatch, match="warm_start.mode"):
+        ex.run_grid(other, runner=run_single_policy)
+    assert (runs[("vd95", 0)] / "policy_train.json").stat().st_mtime_ns == mtime
 
 
 def test_transfer_trains_a_fresh_model_on_the_verified_set(tmp_path):

@@ -16,14 +16,20 @@ from scipy import stats
 
 from vdlib.report.results import load_results, loop_frame, merge_results, results_report
 from vdlib.report.results_contrasts import CONTRAST_METRICS, GROWTH, Contrast, contrasts_table
+from vdlib.report.results_single_policy import is_single_policy, single_policy_report
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "results"
 #: each committed results file and the script that merges it from the machine holds' exports
 MERGE_SCRIPTS = {"gpu_small_main": "merge.sh", "gpu_small_phase": "merge_phase.sh",
                  "gpu_small_anneal": "merge_anneal.sh", "gpu_small_entropy": "merge_entropy.sh",
-                 "gpu_small_fail_neg": "merge_failneg.sh"}
-COMMITTED = sorted(RESULTS.glob("gpu_small_*.json"))
+                 "gpu_small_fail_neg": "merge_failneg.sh",
+                 "gpu_small_single_policy": "merge_single_policy.sh"}
+#: the co-evolution files (records by arm, seed and iteration) and the single-policy exports
+#: (runs of GRPO steps, vdlib.report.results_single_policy), each checked as its kind
+COMMITTED = sorted(p for p in RESULTS.glob("gpu_small_*.json")
+                   if not is_single_policy(json.loads(p.read_text(encoding="utf-8"))))
+SINGLE = sorted(set(RESULTS.glob("gpu_small_*.json")) - set(COMMITTED))
 
 
 def _record(arm: str, seed: int, t: int, **values: float) -> dict:
@@ -133,7 +139,7 @@ def test_each_committed_results_file_reports_on_a_trimmed_copy(path, tmp_path):
         assert (contrasts["n_pairs"] <= 2).all()
 
 
-@pytest.mark.parametrize("path", COMMITTED, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", COMMITTED + SINGLE, ids=lambda p: p.stem)
 def test_each_committed_results_file_is_the_merge_of_its_exports(path, tmp_path):
     """benchmarks/results/gpu_small/<script> (gpu_small.py merge over the committed exports)
     gives the committed file."""
@@ -142,7 +148,7 @@ def test_each_committed_results_file_is_the_merge_of_its_exports(path, tmp_path)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     subprocess.run(["bash", str(script), str(out)], cwd=ROOT, env=env, check=True,
                    capture_output=True, timeout=300)
-    assert json.loads(out.read_text()) == load_results(path)
+    assert json.loads(out.read_text()) == json.loads(path.read_text(encoding="utf-8"))
 
 
 def _ablations_module():
@@ -174,3 +180,32 @@ def test_results_md_ablation_sections_are_what_ablations_py_prints():
         quoted = re.findall(number, after)
         assert len(quoted) >= 15, name
         assert [q for q in quoted if q.lstrip("+−-") not in allowed] == [], name
+
+
+def test_the_committed_files_are_sorted_by_kind():
+    assert [p.stem for p in COMMITTED] and all(p.stem in MERGE_SCRIPTS for p in COMMITTED + SINGLE)
+    assert not {p.stem for p in SINGLE} & {p.stem for p in COMMITTED}
+
+
+@pytest.mark.parametrize("path", SINGLE, ids=lambda p: p.stem)
+def test_each_single_policy_file_regenerates_its_tables(path, tmp_path):
+    """docs/results/gpu_small/ holds exactly the tables `vdlib results` draws from the
+    single-policy export; a trimmed copy (two seeds, the first 20 steps) still reports."""
+    written = single_policy_report(path, tmp_path)
+    tables = [p for p in written if p.suffix == ".md"]
+    assert {p.name.removeprefix(path.stem + "_") for p in tables} == {
+        "entropy.md", "entropy_effects.md", "reward.md", "pass1.md"}
+    for p in tables:
+        committed = RESULTS / "gpu_small" / p.name
+        assert p.read_text(encoding="utf-8") == committed.read_text(encoding="utf-8"), p.name
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert {r["arm"] for r in data["runs"]} == {"baseline", "vd95"}
+    assert all(r["finished"] and len(r["steps"]) == data["steps_planned"] for r in data["runs"])
+    keep = [{**r, "steps": r["steps"][:20]} for r in data["runs"] if r["seed"] in (0, 1)]
+    trimmed = tmp_path / "trim" / path.name
+    trimmed.parent.mkdir()
+    trimmed.write_text(json.dumps({**data, "runs": keep}))
+    out = tmp_path / "trim_out"
+    single_policy_report(trimmed, out)
+    entropy = pd.read_csv(out / f"{path.stem}_entropy.csv")
+    assert set(entropy["seeds"]) == {2} and set(entropy["last step"]) == {20}

@@ -260,12 +260,32 @@ def run_single_policy(config: ExperimentConfig | dict | str) -> Path:
     GRPO on :func:`training_problems`, the ``vocab_dropout`` mask on every rollout batch when
     alpha < 1 and the train phase is on (a fresh mask per step, seeded from
     ``(seed, 1, "train", step)``). Writes ``policy_model/`` and ``policy_train.json`` (its
-    ``log_history`` holds the per-step policy ``entropy``) in the run folder; returns it."""
+    ``log_history`` holds the per-step policy ``entropy``) in the run folder; returns it.
+
+    The folder is claimed first (:func:`vdlib.loop.run_state.claim_run`, as a co-evolution run):
+    locked, and refused with the differing keys when it holds a run of another config (another
+    ``warm_start``, say), whose checkpoints would otherwise be resumed or whose model kept."""
+    from vdlib.loop.distributed import barrier, is_main_process
+    from vdlib.loop.run_state import claim_run
+
+    cfg = config if isinstance(config, ExperimentConfig) else load_params(config)
+    lock = None
+    if is_main_process():
+        lock, run_dir = claim_run(cfg)
+        start_run(cfg)
+    barrier()
+    try:
+        return _single_policy(cfg, layout.run_path(cfg))
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _single_policy(cfg: ExperimentConfig, run_dir: Path) -> Path:
+    """:func:`run_single_policy` in its claimed folder."""
     from vdlib.loop.model_store import ModelStore
     from vdlib.method.vocab_dropout import mask_seed, phase_mask
 
-    cfg = config if isinstance(config, ExperimentConfig) else load_params(config)
-    run_dir = start_run(cfg)
     store = ModelStore(cfg, run_dir)
     target = layout.policy_model_dir(run_dir)
     if (target / "config.json").exists():
