@@ -65,6 +65,7 @@ def test_same_config_and_seed_give_the_same_artifacts(tmp_path):
     assert _artifacts(c)["iter_1/generated.jsonl"] != _artifacts(a)["iter_1/generated.jsonl"]
 
 
+@pytest.mark.slow  # 15 s on 2 cores; the quickstart's execution runs the baseline arm too
 def test_baseline_arm_runs_without_a_mask(tmp_path):
     result = run(arm_params(tiny_params(tmp_path), "baseline"))
     assert result.run_dir.name == "baseline-seed0"

@@ -100,6 +100,7 @@ def test_quickstart_executes_under_papermill(tmp_path):
         assert (it / "metrics.json").exists() and (it / "questions.jsonl").exists()
     assert summary["arms"]["vd75"]["iterations"][0]["proposer_masked"] is True
     assert summary["arms"]["baseline"]["iterations"][0]["kept_fraction"] == 1.0
+    assert summary["arms"]["baseline"]["iterations"][0]["proposer_masked"] is False
     assert (path.parent / "iterations.csv").is_file()
     assert (path.parent / "baseline_vs_vd.png").is_file()  # the at-a-glance figure
     assert not (root / "summary.json").exists()  # the report folder holds the summary
@@ -216,16 +217,21 @@ def smoke_params(nb: Path, out: Path) -> dict:
     return params
 
 
-@pytest.fixture(scope="module")
-def executed(tmp_path_factory):
-    """Every experiment notebook (01-06) executed in order with smoke params into one output
-    folder (03 and 06 read the runs 01 made, as in a real batch). Returns (outputs, copies)."""
+#: what `make test` executes of the experiment batch (the main table, ~100 s on 2 cores); the
+#: whole batch 01-06 (~360 s) runs in `make test-slow`, which the tests on 02-06 are marked
+MAKE_TEST_BATCH = ["01_main_table"]
+
+
+def _batch(tmp_path_factory, names: list[str] | None):
+    """The experiment notebooks ``names`` (None: 01-06) executed in order with smoke params into
+    one output folder (03 and 06 read the runs 01 made, as in a real batch). Returns (outputs,
+    copies)."""
     from vdlib.app.notebooks import run_notebooks
 
     tmp = tmp_path_factory.mktemp("notebooks")
     params_dir = tmp / "params"
     (params_dir / "tiny").mkdir(parents=True)
-    names = [nb.stem for nb in NOTEBOOKS if nb.stem not in TEACHING]
+    names = names or [nb.stem for nb in NOTEBOOKS if nb.stem not in TEACHING]
     for nb in NOTEBOOKS:
         if nb.stem in names:
             f = notebook_params_file(nb, "tiny", params_dir)
@@ -235,6 +241,28 @@ def executed(tmp_path_factory):
     failed = {j.name: j.error for j in jobs if j.status != "ran"}
     assert not failed, failed
     return tmp / "outputs", {j.notebook.stem: j.output for j in jobs}
+
+
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory):
+    """The whole experiment batch, 01-06 (the slow tests)."""
+    return _batch(tmp_path_factory, None)
+
+
+@pytest.fixture(scope="module")
+def executed_main(tmp_path_factory):
+    """The batch `make test` runs: :data:`MAKE_TEST_BATCH`."""
+    return _batch(tmp_path_factory, MAKE_TEST_BATCH)
+
+
+def _outputs_of(request, notebook: str):
+    """The executed batch that holds ``notebook``: 01's own in `make test`, else the whole."""
+    return request.getfixturevalue("executed_main" if notebook in MAKE_TEST_BATCH
+                                   else "executed")
+
+
+def _slow_unless_main(notebook: str) -> list:
+    return [] if notebook in MAKE_TEST_BATCH else [pytest.mark.slow]
 
 
 def _report(outputs: Path, experiment: str, name: str) -> dict:
@@ -319,11 +347,12 @@ CONTENT = {
 }
 
 
-@pytest.mark.parametrize("key", sorted(CONTENT), ids=lambda k: f"{k[1]}-{k[2]}")
-def test_report_tables_hold_ours_beside_the_papers(executed, key):
+@pytest.mark.parametrize("key", [pytest.param(k, marks=_slow_unless_main(k[1]),
+                                              id=f"{k[1]}-{k[2]}") for k in sorted(CONTENT)])
+def test_report_tables_hold_ours_beside_the_papers(request, key):
     import pandas as pd
 
-    outputs, _ = executed
+    outputs, _ = _outputs_of(request, key[1])
     experiment, name, table = key
     columns, labels, cell = CONTENT[key]
     frame = pd.read_csv(outputs / experiment / "reports" / name / f"{table}.csv")
@@ -335,11 +364,14 @@ def test_report_tables_hold_ours_beside_the_papers(executed, key):
         assert frame.set_index("label").loc[label, column] == pytest.approx(value)
 
 
-def test_every_report_shows_its_settings_and_01_the_benchmark_sizes(executed):
+@pytest.mark.parametrize("whole", [False, pytest.param(True, marks=pytest.mark.slow)],
+                         ids=["01", "01-06"])
+def test_every_report_shows_its_settings_and_01_the_benchmark_sizes(request, whole):
     import pandas as pd
 
-    outputs, _ = executed
-    for experiment, name in {(k[0], k[1]) for k in CONTENT}:
+    outputs, _ = request.getfixturevalue("executed" if whole else "executed_main")
+    for experiment, name in {(k[0], k[1]) for k in CONTENT
+                             if whole or k[1] in MAKE_TEST_BATCH}:
         settings = pd.read_csv(outputs / experiment / "reports" / name / "settings.csv")
         assert {"tab:training_hypers", "tab:klcov_hypers", "protocol switch"} <= set(
             settings["table"]), name
@@ -358,13 +390,13 @@ def test_every_report_shows_its_settings_and_01_the_benchmark_sizes(executed):
     assert not sizes.loc["minerva", "evaluated"] and pd.isna(sizes.loc["minerva", "items (ours)"])
 
 
-def test_01_draws_the_combined_embedding_figure(executed):
+def test_01_draws_the_combined_embedding_figure(executed_main):
     """fig:embedding_diversity as the paper draws it: one figure with every model scale's
     baseline and VD75 (ours: this run's scale and those of reference_experiments; the paper's
     4B and 8B together); the diversity figure overlays the paper's curves of the run's scale."""
     import pandas as pd
 
-    outputs, copies = executed
+    outputs, copies = executed_main
     folder = outputs / "coevolution" / "reports" / "01_main_table"
     data = pd.read_csv(folder / "embedding_diversity.csv")
     assert list(data.columns) == ["source", "scale", "arm", "iteration", "mean", "se", "n"]
@@ -384,9 +416,10 @@ def test_every_experiment_notebook_has_an_expectation():
     assert {nb.stem for nb in NOTEBOOKS} - TEACHING == set(EXPECTED)
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_notebook_executes_and_writes_its_report(executed, name):
-    outputs, copies = executed
+@pytest.mark.parametrize("name", [pytest.param(n, marks=_slow_unless_main(n))
+                                  for n in sorted(EXPECTED)])
+def test_notebook_executes_and_writes_its_report(request, name):
+    outputs, copies = _outputs_of(request, name)
     experiment, files = EXPECTED[name]
     report = _report(outputs, experiment, name)
     folder = outputs / experiment / "reports" / name
@@ -399,12 +432,12 @@ def test_notebook_executes_and_writes_its_report(executed, name):
     assert "sk-" not in text and "OPENAI_API_KEY=" not in text
 
 
-def test_second_batch_skips_complete_notebooks(executed, tmp_path):
+def test_second_batch_skips_complete_notebooks(executed_main, tmp_path):
     from vdlib.app.notebooks import run_notebooks
 
-    outputs, copies = executed
+    outputs, copies = executed_main
     params_dir = outputs.parent / "params"
-    jobs = run_notebooks("tiny", ["05_annealing"], ROOT / "notebooks", params_dir, outputs,
+    jobs = run_notebooks("tiny", MAKE_TEST_BATCH, ROOT / "notebooks", params_dir, outputs,
                          cwd=ROOT)
     assert [j.status for j in jobs] == ["skipped"]
 

@@ -115,7 +115,9 @@ def test_each_committed_results_file_regenerates_its_tables(path, tmp_path):
         assert p.read_text(encoding="utf-8") == committed.read_text(encoding="utf-8"), p.name
 
 
-@pytest.mark.parametrize("path", COMMITTED, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [  # the main table's in make test, the others' ~9 s each slow
+    pytest.param(p, id=p.stem, marks=[] if p.stem == "gpu_small_main" else [pytest.mark.slow])
+    for p in COMMITTED])
 def test_each_committed_results_file_reports_on_a_trimmed_copy(path, tmp_path):
     """Every arm's first two seeds and first two iterations (plus the base record): the report
     step still draws the figure and every table, contrasts where the file has a pair."""

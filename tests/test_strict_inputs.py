@@ -92,6 +92,7 @@ def test_verbose_after_the_subcommand_and_one_line_errors(tmp_path, capsys):
             main(["run", str(path), "-v"])
 
 
+@pytest.mark.slow  # 29 s on 2 cores; a grid's SIGTERM: tests/test_launch.py in make test
 def test_sigterm_stops_a_run_without_leaving_working_folders(tmp_path):
     params = tiny_params(tmp_path, proposer={"max_response_length": 12, "max_steps": 50})
     path = _file(tmp_path, yaml.safe_dump(params))

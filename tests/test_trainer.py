@@ -87,6 +87,7 @@ def test_hook_masks_only_inside_the_block(tiny_model_and_tokenizer):
     assert torch.equal(masked[..., ~dropped], full[..., ~dropped])
 
 
+@pytest.mark.slow  # 27 s on 2 cores; the variants' selection: tests/test_kl_cov_fidelity.py
 @pytest.mark.parametrize("variant", ["kl_cov", "clip_cov"])
 def test_cov_variants_train(tmp_path, variant):
     g = GRPOConfig(**{**TINY.__dict__, "ppo_mini_batches": 2})  # off-policy steps for KL-Cov
