@@ -23,3 +23,18 @@ def tokenizer():
     from vdlib.engines.models import load_tokenizer
 
     return load_tokenizer("tiny-random")
+
+
+#: the test files that take longest (2 cores, 2026-11-29: the notebooks' ~420 s with two
+#: workers, then the run-folder damage tests and the loop's), collected first, so that under
+#: `make test`'s two workers (--dist loadfile, files handed out in collection order) the longest
+#: file starts at once beside the rest instead of last, after everything else has finished
+LONGEST_FIRST = ("test_notebooks.py", "test_reliability.py", "test_coevolution.py")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    def rank(item) -> int:
+        name = item.path.name
+        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: each file's own order, and the others', kept

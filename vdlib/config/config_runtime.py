@@ -70,7 +70,10 @@ class EngineConfig:
                           "line, where it cannot apply: several processes, or proposer and "
                           "solver of different architectures.", choices=("run", "stage"))
     enforce_eager: bool = param(False, "vLLM without CUDA graphs: faster start, slower "
-                                "decoding (small smoke runs).")
+                                "decoding (small smoke runs). It reaches vdlib's own engines "
+                                "(sampling stages, evaluation, the run lifetime's engine); "
+                                "TRL's own colocated rollout engine (lifetime stage, single-"
+                                "policy runs) captures CUDA graphs either way.")
     cpu_dtype: str = param("float32", "hf backend on CPU: weights dtype of the sampling "
                            "stages' engines (the K questions, scoring, the proposer reward's "
                            "answers, evaluation); GRPO training and its rollouts stay in "
