@@ -61,6 +61,11 @@ def test_same_config_and_seed_give_the_same_artifacts(tmp_path):
     a = run(tiny_params(tmp_path / "a")).run_dir
     b = run(tiny_params(tmp_path / "b")).run_dir
     assert _artifacts(a) == _artifacts(b)
+
+
+@pytest.mark.slow  # 15 s on 2 cores (make test's 15 minutes; make test-slow runs it)
+def test_another_seed_gives_other_questions(tmp_path):
+    a = run(tiny_params(tmp_path / "a")).run_dir
     c = run(tiny_params(tmp_path / "c", seed=1)).run_dir
     assert _artifacts(c)["iter_1/generated.jsonl"] != _artifacts(a)["iter_1/generated.jsonl"]
 

@@ -181,6 +181,7 @@ def test_transfer_trains_a_fresh_model_on_the_verified_set(tmp_path):
     assert json.loads((tmp_path / "tr0" / "train.json").read_text())["skipped"]
 
 
+@pytest.mark.slow  # 13 s on 2 cores (make test's 15 minutes; make test-slow runs it)
 def test_transfer_grid_and_composition_from_a_finished_run(tmp_path):
     cfg = load_params(tiny(tmp_path, arms=["vd75"]))
     runs = ex.run_grid(cfg)

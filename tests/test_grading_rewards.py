@@ -224,6 +224,7 @@ def _stuck_compare(gold, pred, timeout):
     return gold == pred
 
 
+@pytest.mark.slow  # 13 s on 2 cores (make test's 15 minutes; make test-slow runs it)
 def test_a_comparison_stuck_beyond_the_alarm_is_killed_and_the_helper_restarts():
     from vdlib.method.grading import _HelperProcess
 

@@ -362,6 +362,7 @@ def test_an_empty_gpus_flag_means_cpu_runs(tmp_path, capsys):
     assert "| 2 | vd75-seed0 | new | cpu | 2 |" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # 7 s on 2 cores (make test's 15 minutes; make test-slow runs it)
 def test_a_failed_slurm_run_shows_its_own_one_line_error(tmp_path, monkeypatch):
     """Item 12: the grid's table shows a failed job's own one-line error (that of `vdlib
     run`), not submitit's `FailedJobError: - <log path>`; a run found busy is `busy`."""

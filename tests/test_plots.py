@@ -152,6 +152,7 @@ def test_diversity_dynamics_and_cumulative_vendi(metrics, tmp_path):
     _saved(r, "cumulative_vendi")
 
 
+@pytest.mark.slow  # 4 s on 2 cores (make test's 15 minutes; make test-slow runs it)
 def test_missing_arm_is_skipped_not_fatal(metrics, tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="vdlib"):  # vdlib.report.tables selects the arms
         r = plots.phase_ablation_figure(metrics, tmp_path)
@@ -200,6 +201,7 @@ def test_annealing_and_entropy_figures(tmp_path):
 # ----------------------------------------------------------------------------- tiny runs, output
 
 
+@pytest.mark.slow  # 4 s on 2 cores (make test's 15 minutes; make test-slow runs it)
 def test_one_seed_one_iteration_and_unknown_arm(tmp_path):
     """A tiny run: one seed, one iteration, an arm vdlib does not know, metrics missing."""
     m = pd.DataFrame([("custom", 0, 1, "vendi", 3.0), ("custom", 0, 1, "self_bleu", 0.2),

@@ -103,7 +103,9 @@ def test_a_merge_shares_runs_of_another_file_and_says_where_they_came_from(tmp_p
     assert [r["arm"] for r in m["records"]] == ["base", "baseline", "gen_only"]
 
 
-@pytest.mark.parametrize("path", COMMITTED, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [  # the main table's and phase's in make test, ~9 s each
+    pytest.param(p, id=p.stem, marks=[] if p.stem in ("gpu_small_main", "gpu_small_phase")
+                 else [pytest.mark.slow]) for p in COMMITTED])
 def test_each_committed_results_file_regenerates_its_tables(path, tmp_path):
     """docs/results/gpu_small/ holds exactly the tables `vdlib results` draws from each file."""
     written = results_report(path, tmp_path)

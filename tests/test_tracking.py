@@ -281,6 +281,7 @@ def _wandb_records(run_dir: Path) -> tuple[list[dict[str, str]], list[tuple[str,
     return rows, metrics
 
 
+@pytest.mark.slow  # 6 s on 2 cores (make test's 15 minutes; make test-slow runs it)
 def test_wandb_offline(tmp_path, monkeypatch):
     wandb = pytest.importorskip("wandb")
     for var in ("WANDB_MODE", "WANDB_DIR", "WANDB_PROJECT", "WANDB_RUN_GROUP"):
