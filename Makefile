@@ -55,7 +55,8 @@ $(LAB_STAMP): $(DEMO_STAMP)
 
 # Two pytest workers (pytest-xdist), a test file each at a time (--dist loadfile: a module's
 # fixtures, such as the executed notebooks, are built once): on 2 cores the serial run used
-# about one core (1,452 s serial, 1,006 s with two workers on one machine, 2026-11-29).
+# about one core (1,452 s serial, then 1,006 s with two workers: two runs one after the other
+# on one machine, 2026-11-29, not a ratio measured within one run).
 # TEST_WORKERS=0 runs serially.
 TEST_WORKERS ?= 2
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)

@@ -34,16 +34,23 @@ def _train(tmp_path, work, g=G):
                                    checkpoint_every=1)
 
 
-def test_a_killed_run_goes_on_from_its_last_checkpoint(tmp_path, monkeypatch):
-    work = tmp_path / "trl"
+def _kill_after_step(monkeypatch, step: int):
+    """The run is killed just after it saved the checkpoint of ``step``; returns the original
+    ``on_save`` (to set back for a resume)."""
     original = policy._SavedState.on_save
 
-    def killed_after_step_one(self, args, state, control, **kw):
+    def killed(self, args, state, control, **kw):
         original(self, args, state, control, **kw)
-        if state.global_step == 1:
+        if state.global_step == step:
             raise KeyboardInterrupt("killed")
 
-    monkeypatch.setattr(policy._SavedState, "on_save", killed_after_step_one)
+    monkeypatch.setattr(policy._SavedState, "on_save", killed)
+    return original
+
+
+def test_a_killed_run_goes_on_from_its_last_checkpoint(tmp_path, monkeypatch):
+    work = tmp_path / "trl"
+    original = _kill_after_step(monkeypatch, 1)
     with pytest.raises(KeyboardInterrupt):
         _train(tmp_path, work)
     assert policy.last_checkpoint(work).name == "checkpoint-1"
@@ -68,14 +75,7 @@ def test_only_the_two_newest_checkpoints_are_kept(tmp_path, monkeypatch):
     """Six 100-step runs kept every checkpoint and filled a lent machine's 64 GB disk (stop 47);
     the older of the two kept is complete while the newest is still being written."""
     work = tmp_path / "trl"
-    original = policy._SavedState.on_save
-
-    def killed_after_step_three(self, args, state, control, **kw):
-        original(self, args, state, control, **kw)
-        if state.global_step == 3:
-            raise KeyboardInterrupt("killed")
-
-    monkeypatch.setattr(policy._SavedState, "on_save", killed_after_step_three)
+    _kill_after_step(monkeypatch, 3)
     with pytest.raises(KeyboardInterrupt):
         _train(tmp_path, work, dataclasses.replace(G, max_steps=4))
     assert sorted(d.name for d in work.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-3"]
