@@ -198,7 +198,7 @@ def test_each_single_policy_file_regenerates_its_tables(path, tmp_path):
     written = single_policy_report(path, tmp_path)
     tables = [p for p in written if p.suffix == ".md"]
     assert {p.name.removeprefix(path.stem + "_") for p in tables} == {
-        "entropy.md", "entropy_effects.md", "reward.md", "pass1.md"}
+        "entropy.md", "entropy_effects.md", "reward.md", "pass1.md", "pass1_effects.md"}
     for p in tables:
         committed = RESULTS / "gpu_small" / p.name
         assert p.read_text(encoding="utf-8") == committed.read_text(encoding="utf-8"), p.name

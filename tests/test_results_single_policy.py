@@ -16,6 +16,7 @@ from vdlib.report.results_single_policy import (
     entropy_table,
     load_single_policy,
     reward_table,
+    single_policy_pass1_effects,
     single_policy_pass1_table,
 )
 
@@ -86,15 +87,36 @@ def test_pass1_puts_the_papers_cells_beside_ours():
     assert table.loc[("Baseline", "gsm8k"), "paper Qwen3-4B-Base"] == "86.3"
 
 
+def test_pass1_effects_test_each_arm_against_the_baseline_by_seed():
+    data = _export()
+    for run in data["runs"]:  # vd95: seed s at 2 + s + 0.5 s^2 %, the baseline at 1 + s %
+        if run["arm"] == "vd95":
+            s = run["seed"]
+            run["pass1"]["gsm8k"]["accuracies"] = [0.01 * (2 + s + 0.5 * s ** 2)] * 3
+    row = single_policy_pass1_effects(data).set_index("benchmark").loc["gsm8k"]
+    base, vd = [1.0, 2.0, 3.0], [2.0, 3.5, 6.0]
+    assert row["arm"] == "VD95" and row["diff"] == pytest.approx(11.5 / 3 - 2, abs=1e-4)
+    welch = stats.ttest_ind(vd, base, equal_var=False)
+    paired = stats.ttest_rel(vd, base)
+    assert row["welch_p"] == pytest.approx(welch.pvalue, abs=1e-4)
+    assert row["paired_p"] == pytest.approx(paired.pvalue, abs=1e-4) and row["paired_df"] == 2
+    assert row["paper_diff"] == pytest.approx(87.9 - 86.3)  # tab:vanilla_grpo, Qwen3-4B-Base
+    # a benchmark the baseline was not evaluated on has no row; no baseline, no table
+    data["runs"][3]["pass1"]["math500"] = {"n": 500, "accuracies": [0.01] * 3}
+    assert list(single_policy_pass1_effects(data)["benchmark"]) == ["gsm8k"]
+    assert single_policy_pass1_effects({"runs": [r for r in data["runs"]
+                                                 if r["arm"] == "vd95"]}).empty
+
+
 def test_vdlib_results_draws_the_single_policy_report(tmp_path, capsys):
     path = tmp_path / "gpu_small_single_policy.json"
     path.write_text(json.dumps(_export()))
     assert main(["results", str(path), "--out", str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out
     for name in ("entropy_trajectory.png", "entropy.md", "entropy_effects.md", "reward.md",
-                 "pass1.md", "report.json"):
+                 "pass1.md", "pass1_effects.md", "report.json"):
         assert (tmp_path / "out" / f"gpu_small_single_policy_{name}").is_file(), name
-    assert "last 10 steps" in out  # the effects table is printed
+    assert "last 10 steps" in out and "paper_diff" in out  # both effects tables are printed
     effects = pd.read_csv(tmp_path / "out" / "gpu_small_single_policy_entropy_effects.csv")
     assert set(effects["arm"]) == {"VD95"}
 

@@ -345,7 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
                  description="The report step on a results file alone (vdlib.report.results): the "
                  "diversity figure, per-iteration summary, pass@1 and effects tables (a "
                  "single-policy file: vdlib.report.results_single_policy, the entropy figure "
-                 "and tables); prints the effects table (Welch's and the paired t-test of "
+                 "and tables); prints the effects tables (Welch's and the paired t-test of "
                  "each arm against the baseline, vdlib.utils.stats.compare_seeds).")
     rs.add_argument("file", help="results JSON (e.g. docs/results/gpu_small_main.json)")
     rs.add_argument("--out", required=True, help="folder for the figure and tables")
@@ -429,9 +429,9 @@ def _cmd_results(args: argparse.Namespace) -> int:
     except ResultsFileError as e:
         sys.stderr.write(f"vdlib results: {e}\n")
         return 2
-    effects = [p for p in written if p.name.endswith("_effects.md")]
-    if effects:  # the arm-vs-arm comparisons (vdlib.utils.stats.compare_seeds)
-        sys.stdout.write(effects[0].read_text(encoding="utf-8") + "\n")
+    for effects in [p for p in written if p.name.endswith("_effects.md")]:
+        # the arm-vs-arm comparisons (vdlib.utils.stats.compare_seeds)
+        sys.stdout.write(effects.read_text(encoding="utf-8") + "\n")
     for path in written:
         sys.stdout.write(f"{path}\n")
     return 0

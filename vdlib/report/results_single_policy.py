@@ -12,7 +12,9 @@ two numbers beside), the entropy effects (each arm against the baseline:
 :func:`vdlib.utils.stats.compare_seeds` on the per-seed values, and the ratio of the means the
 paper's "2x" is), the reward signal GRPO had (:func:`reward_table`: with a binary reward
 the batch-mean reward is the share of correct rollouts, and a step whose rollouts are all
-wrong gives every advantage 0) and the pass@1 table with tab:vanilla_grpo's cells beside.
+wrong gives every advantage 0), the pass@1 table with tab:vanilla_grpo's cells beside, and
+the pass@1 effects (each arm against the baseline per benchmark; the paper finds accuracy
+close, +1.6 on GSM8K and -7.6 on MATH500 for Qwen3-4B-Base).
 
 >>> is_single_policy({"runs": [], "base_pass1": None}), is_single_policy({"records": []})
 (True, False)
@@ -41,7 +43,7 @@ from vdlib.utils.stats import SE_DDOF, compare_seeds, mean_and_se
 
 __all__ = ["ENTROPY_WINDOW", "is_single_policy", "load_single_policy", "entropy_frame",
            "entropy_table", "entropy_effects", "reward_table", "single_policy_pass1_table",
-           "single_policy_report"]
+           "single_policy_pass1_effects", "single_policy_report"]
 
 #: the last steps whose mean entropy stands for "after training" (the paper's curves are noisy
 #: step to step: 0.07-0.26 over its baseline's last 30 steps)
@@ -206,6 +208,17 @@ def reward_table(data: Mapping[str, Any], window: int = ENTROPY_WINDOW) -> pd.Da
                                        "steps with a correct rollout"])
 
 
+def _seed_pass1(data: Mapping[str, Any]) -> dict[str, dict[str, dict[int, float]]]:
+    """arm -> benchmark -> seed -> pass@1 in % (the mean of the seed's evaluation runs)."""
+    out: dict[str, dict[str, dict[int, float]]] = {}
+    for run in data["runs"]:
+        for b, r in (run.get("pass1") or {}).items():
+            acc = r["accuracies"]
+            out.setdefault(run["arm"], {}).setdefault(b, {})[run["seed"]] = \
+                100.0 * sum(acc) / len(acc)
+    return out
+
+
 def single_policy_pass1_table(data: Mapping[str, Any], ddof: int = SE_DDOF) -> pd.DataFrame:
     """pass@1 in % per arm and benchmark: mean ± SE over seeds (each seed the mean of its
     evaluation runs; the starting checkpoint over its runs), population SD by default (the
@@ -215,11 +228,8 @@ def single_policy_pass1_table(data: Mapping[str, Any], ddof: int = SE_DDOF) -> p
     if data.get("base_pass1"):
         groups["base"] = {b: [100.0 * a for a in r["accuracies"]]
                           for b, r in data["base_pass1"].items()}
-    for run in data["runs"]:
-        for b, r in (run.get("pass1") or {}).items():
-            acc = r["accuracies"]
-            groups.setdefault(run["arm"], {}).setdefault(b, []).append(100.0 * sum(acc)
-                                                                      / len(acc))
+    for arm, by in _seed_pass1(data).items():
+        groups[arm] = {b: list(seeds.values()) for b, seeds in by.items()}
     rows = []
     for arm, by in groups.items():
         for b, values in by.items():
@@ -230,6 +240,31 @@ def single_policy_pass1_table(data: Mapping[str, Any], ddof: int = SE_DDOF) -> p
                          "n": len(values), "paper Qwen3-4B-Base": "" if cell is None
                          else f"{cell['mean']:.1f}"})
     return pd.DataFrame(rows, columns=["arm", "benchmark", "ours", "n", "paper Qwen3-4B-Base"])
+
+
+def single_policy_pass1_effects(data: Mapping[str, Any],
+                                baseline: str = "baseline") -> pd.DataFrame:
+    """Each arm against ``baseline`` on the per-seed pass@1 (%) of each benchmark both were
+    evaluated on: :func:`vdlib.report.results_contrasts.comparison_fields` (Welch and paired
+    tests, SE from the sample SD, permutation p-values) and ``paper_diff``, tab:vanilla_grpo's
+    arm minus baseline (Qwen3-4B-Base; the paper's claim is that accuracy stays close)."""
+    paper = paper_cells("tab:vanilla_grpo", "Qwen3-4B-Base")
+    per = _seed_pass1(data)
+    ref = per.get(baseline, {})
+    rows = []
+    for arm, by in per.items():
+        if arm == baseline:
+            continue
+        for b, values in by.items():
+            if b not in ref:
+                continue
+            c = compare_seeds(ref[b], values)
+            cell_a, cell_b = paper.get(baseline, {}).get(b), paper.get(arm, {}).get(b)
+            rows.append({"arm": arm_label(arm), "benchmark": b,
+                         **comparison_fields(c, ("n_baseline", "n_vd"), ("baseline", "vd")),
+                         "paper_diff": (None if cell_a is None or cell_b is None
+                                        else round(cell_b["mean"] - cell_a["mean"], 1))})
+    return pd.DataFrame(rows)
 
 
 #: the first line of each table's ``.md``
@@ -244,13 +279,18 @@ NOTES = {
               "correct rollout gives GRPO no advantage to follow.",
     "pass1": f"pass@1 in %: mean ± SE over seeds (ddof {SE_DDOF}); n = seeds (the base: its "
              "evaluation runs); the paper's tab:vanilla_grpo cells beside (Qwen3-4B-Base).",
+    "pass1_effects": "Arm minus baseline on the per-seed pass@1 in % (vdlib.utils.stats."
+                     "compare_seeds; SE from the sample SD): Welch's t on Welch–Satterthwaite "
+                     "df, paired t by seed, permutation p-values; paper_diff = "
+                     "tab:vanilla_grpo's arm minus baseline (Qwen3-4B-Base).",
 }
 
 
 def single_policy_report(path: str | os.PathLike, out_dir: str | os.PathLike,
                          name: str | None = None, data: Any = None) -> list[Path]:
     """``<name>_entropy_trajectory.{png,pdf,csv}`` (the figure), ``<name>_entropy``,
-    ``<name>_entropy_effects``, ``<name>_reward`` and ``<name>_pass1`` (``.md`` headed by its
+    ``<name>_entropy_effects``, ``<name>_reward``, ``<name>_pass1`` and ``<name>_pass1_effects``
+    (``.md`` headed by its
     rule, and ``.csv``) and ``<name>_report.json``; the written paths. Nothing is written
     until the file is checked and every table built (``data``: the file's value, already read)."""
     from vdlib.report import plots
@@ -258,7 +298,8 @@ def single_policy_report(path: str | os.PathLike, out_dir: str | os.PathLike,
     data = load_single_policy(path, data)
     name = name or Path(path).stem
     tables = (("entropy", entropy_table(data)), ("entropy_effects", entropy_effects(data)),
-              ("reward", reward_table(data)), ("pass1", single_policy_pass1_table(data)))
+              ("reward", reward_table(data)), ("pass1", single_policy_pass1_table(data)),
+              ("pass1_effects", single_policy_pass1_effects(data)))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     fig = plots.entropy_figure(entropy_frame(data), out, name=f"{name}_entropy_trajectory")
