@@ -186,6 +186,33 @@ def test_results_md_ablation_sections_are_what_ablations_py_prints():
         assert [q for q in quoted if q.lstrip("+−-") not in allowed] == [], name
 
 
+#: the tables of a single-policy export that docs/RESULTS.md embeds, in its order
+SINGLE_TABLES = ("entropy", "entropy_effects", "reward", "pass1", "pass1_effects")
+
+
+@pytest.mark.parametrize("path", SINGLE, ids=lambda p: p.stem)
+def test_results_md_single_policy_section_is_what_vdlib_results_writes(path):
+    """docs/RESULTS.md's block for a single-policy file is the committed tables verbatim (the
+    regenerate test above proves those are what `vdlib results` writes), and the prose after
+    it, up to the next section, quotes only the block's numbers."""
+    import re
+
+    text = (ROOT / "docs" / "RESULTS.md").read_text(encoding="utf-8")
+    begin = f"<!-- BEGIN vdlib results:{path.stem} -->\n"
+    end = f"<!-- END vdlib results:{path.stem} -->"
+    assert text.count(begin) == 1 and text.count(end) == 1, path.stem
+    body = text[text.index(begin) + len(begin):text.index(end)]
+    assert body == "\n".join((RESULTS / "gpu_small" / f"{path.stem}_{n}.md").read_text(
+        encoding="utf-8") for n in SINGLE_TABLES)
+    after = text[text.index(end) + len(end):]
+    after = after[:after.index("\n## ")]
+    number = r"[+−-]?\d[\d,]*\.\d+"
+    allowed = {n.lstrip("+−-") for n in re.findall(number, body)}
+    quoted = re.findall(number, after)
+    assert len(quoted) >= 15
+    assert [q for q in quoted if q.lstrip("+−-") not in allowed] == []
+
+
 def test_the_committed_files_are_sorted_by_kind():
     assert [p.stem for p in COMMITTED] and all(p.stem in MERGE_SCRIPTS for p in COMMITTED + SINGLE)
     assert not {p.stem for p in SINGLE} & {p.stem for p in COMMITTED}
