@@ -60,10 +60,11 @@ STAGE_FILES = [o for s in STAGE_TABLE for o in s.outputs if not o.endswith("_mod
 
 #: every stage file corrupted; truncated: the last one in make test, the others under
 #: `make test-slow` (the same record check catches both; make test keeps its 15 minutes).
-#: Corrupted: the proposer's rollouts (a stage's first file) and the later ones in make test;
-#: the proposer's train log and the generated questions (20 s and 9 s on 2 cores, the same
-#: rerun-from-here path) under make test-slow
-_SLOW_CORRUPT = {"proposer_train.json", "generated.jsonl"}
+#: Corrupted: the questions and the later files in make test; the proposer's rollouts (the
+#: iteration's first file: every stage reruns, 27 s on 2 cores, as after a deleted manifest,
+#: which make test keeps), the proposer's train log and the generated questions (20 s and
+#: 9 s, the same rerun-from-here path) under make test-slow
+_SLOW_CORRUPT = {"proposer_rollouts.jsonl", "proposer_train.json", "generated.jsonl"}
 DAMAGED = ([pytest.param("corrupt", n, marks=pytest.mark.slow) if n in _SLOW_CORRUPT
             else ("corrupt", n) for n in STAGE_FILES]
            + [pytest.param("truncate", n, marks=pytest.mark.slow) for n in STAGE_FILES[:-1]]
