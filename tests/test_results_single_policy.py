@@ -127,6 +127,7 @@ def test_vdlib_results_draws_the_single_policy_report(tmp_path, capsys):
     (lambda d: d["runs"][0]["steps"][0].pop("step"), r"steps\[0\]: no integer 'step'"),
     (lambda d: d["runs"][2]["pass1"]["gsm8k"].update(accuracies=[]), "'accuracies'"),
     (lambda d: d.update(base_pass1=[1]), "base_pass1 is not an object"),
+    (lambda d: d["runs"][4].update(seed=0), r"runs\[3\] and runs\[4\] are both vd95 seed 0"),
 ])
 def test_a_damaged_single_policy_file_is_one_line_and_writes_nothing(tmp_path, capsys, damage,
                                                                       message):

@@ -91,13 +91,19 @@ def _check_pass1(where: str, pass1: Any) -> None:
 
 def load_single_policy(path: str | os.PathLike, data: Any = None) -> dict[str, Any]:
     """A single-policy export, checked whole (:func:`vdlib.report.results.read_json_file`, then
-    every run, step and pass@1 entry); a :class:`vdlib.report.results.ResultsFileError`
-    naming the file, run and key otherwise. ``data``: the file's value, already read."""
+    every run, step and pass@1 entry, one run per arm and seed); a
+    :class:`vdlib.report.results.ResultsFileError` naming the file, run and key otherwise.
+    ``data``: the file's value, already read."""
     data = read_json_file(path) if data is None else data
     if not is_single_policy(data):
         raise ResultsFileError(f"{path}: not a single-policy results file (no 'runs' list)")
+    seen: dict[tuple[str, int], int] = {}
     for i, run in enumerate(data["runs"]):
         _check_run(path, i, run)
+        first = seen.setdefault((run["arm"], run["seed"]), i)
+        if first != i:  # the per-seed tables and tests need one run per arm and seed
+            raise ResultsFileError(f"{path}: runs[{first}] and runs[{i}] are both "
+                                   f"{run['arm']} seed {run['seed']}")
     _check_pass1(f"{path}: base_pass1", data.get("base_pass1"))
     return data
 
@@ -290,9 +296,9 @@ def single_policy_report(path: str | os.PathLike, out_dir: str | os.PathLike,
                          name: str | None = None, data: Any = None) -> list[Path]:
     """``<name>_entropy_trajectory.{png,pdf,csv}`` (the figure), ``<name>_entropy``,
     ``<name>_entropy_effects``, ``<name>_reward``, ``<name>_pass1`` and ``<name>_pass1_effects``
-    (``.md`` headed by its
-    rule, and ``.csv``) and ``<name>_report.json``; the written paths. Nothing is written
-    until the file is checked and every table built (``data``: the file's value, already read)."""
+    (``.md`` headed by its rule, and ``.csv``) and ``<name>_report.json``; the written paths.
+    Nothing is written until the file is checked and every table built (``data``: the file's
+    value, already read)."""
     from vdlib.report import plots
 
     data = load_single_policy(path, data)
