@@ -166,12 +166,13 @@ def test_rank_gating(tmp_path, monkeypatch, rank):
     import dataclasses
 
     import vdlib.loop.coevolution as co
+    import vdlib.loop.distributed as ds  # open_run's gating (vdlib.loop.run_start)
     import vdlib.loop.model_store as ms
     from vdlib.loop.coevolution import Loop
     from vdlib.loop.model_store import ModelStore
 
     barriers = []
-    for mod in (co, ms):
+    for mod in (co, ms, ds):
         monkeypatch.setattr(mod, "world_size", lambda: 2)
         monkeypatch.setattr(mod, "is_main_process", lambda: rank == 0)
         monkeypatch.setattr(mod, "barrier", lambda: barriers.append(1))

@@ -58,7 +58,7 @@ import numpy as np
 import torch
 
 from vdlib.config import ConfigError, ExperimentConfig, load_params
-from vdlib.config.layout import iteration_dir, manifest_path, run_id, run_path
+from vdlib.config.layout import iteration_dir, manifest_path, run_id
 from vdlib.engines.setting import release_cuda_memory
 from vdlib.loop.distributed import (
     barrier,
@@ -69,11 +69,10 @@ from vdlib.loop.distributed import (
 )
 from vdlib.loop.model_store import ModelStore
 from vdlib.loop.progress import RunPaused, check_deadline, heartbeat
-from vdlib.loop.run_start import start_run
+from vdlib.loop.run_start import open_run, start_run
 from vdlib.loop.run_state import (
     RunLock,
     check_record,
-    claim_run,
     file_record,
     read_manifest,
     remove_outputs,
@@ -115,12 +114,7 @@ class Loop:
         self.cfg = cfg
         self.lock: RunLock | None = None
         self.tracker: Any = None
-        if is_main_process():
-            self.lock, self.run_dir = claim_run(cfg, force=force)
-            start_run(cfg)
-        barrier()
-        if not is_main_process():
-            self.run_dir = run_path(cfg)
+        self.lock, self.run_dir = open_run(cfg, force=force)
         self.store = ModelStore(cfg, self.run_dir)
 
     def close(self) -> None:

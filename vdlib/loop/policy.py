@@ -32,7 +32,7 @@ from transformers import TrainerCallback
 
 from vdlib.config import layout
 from vdlib.config.experiment import ExperimentConfig, GRPOConfig, load_params
-from vdlib.loop.run_start import start_run
+from vdlib.loop.run_start import open_run
 from vdlib.method.prompts import solver_prompt
 from vdlib.method.seeding import derive_seed
 from vdlib.utils.artifacts import atomic_write_json, read_jsonl
@@ -265,17 +265,10 @@ def run_single_policy(config: ExperimentConfig | dict | str) -> Path:
     The folder is claimed first (:func:`vdlib.loop.run_state.claim_run`, as a co-evolution run):
     locked, and refused with the differing keys when it holds a run of another config (another
     ``warm_start``, say), whose checkpoints would otherwise be resumed or whose model kept."""
-    from vdlib.loop.distributed import barrier, is_main_process
-    from vdlib.loop.run_state import claim_run
-
     cfg = config if isinstance(config, ExperimentConfig) else load_params(config)
-    lock = None
-    if is_main_process():
-        lock, run_dir = claim_run(cfg)
-        start_run(cfg)
-    barrier()
+    lock, run_dir = open_run(cfg)
     try:
-        return _single_policy(cfg, layout.run_path(cfg))
+        return _single_policy(cfg, run_dir)
     finally:
         if lock is not None:
             lock.release()

@@ -12,7 +12,7 @@ from vdlib.config.config_yaml import config_text
 from vdlib.config.layout import config_path, make_run_dir, manifest_path, package_versions, run_id
 from vdlib.utils.artifacts import atomic_write_json, atomic_write_text
 
-__all__ = ["start_run"]
+__all__ = ["start_run", "open_run"]
 
 
 def _git_commit() -> str | None:
@@ -64,3 +64,22 @@ def start_run(cfg: Any) -> Path:
     })
     atomic_write_text(config_path(path), config_text(cfg))
     return path
+
+
+def open_run(cfg: Any, *, force: bool = False) -> tuple[Any, Path]:
+    """Claim and start the run folder of ``cfg`` as every run does (a co-evolution
+    :class:`vdlib.loop.coevolution.Loop`, a single-policy run): on the main process
+    :func:`vdlib.loop.run_state.claim_run` (locked, refused with the differing keys when it
+    holds another config; moved aside instead under ``force``), then :func:`start_run`; every
+    process then waits at a barrier. Returns (the held lock, None on the other processes; the
+    folder)."""
+    from vdlib.config.layout import run_path
+    from vdlib.loop.distributed import barrier, is_main_process
+    from vdlib.loop.run_state import claim_run
+
+    lock = None
+    if is_main_process():
+        lock, _ = claim_run(cfg, force=force)
+        start_run(cfg)
+    barrier()
+    return lock, run_path(cfg)
