@@ -161,29 +161,35 @@ def _ablations_module():
     return load_script("benchmarks/results/gpu_small/ablations.py", "gpu_small_ablations")
 
 
+def _prose_after(text: str, end: str, source: str) -> tuple[list[str], list[str]]:
+    """The decimal numbers of the prose after the marker ``end`` up to the next ``## ``
+    section, and those of them (sign aside) that ``source`` does not print."""
+    import re
+
+    number = r"[+−-]?\d[\d,]*\.\d+"
+    after = text[text.index(end) + len(end):]
+    after = after[:after.index("\n## ")]
+    allowed = {n.lstrip("+−-") for n in re.findall(number, source)}
+    quoted = re.findall(number, after)
+    return quoted, [q for q in quoted if q.lstrip("+−-") not in allowed]
+
+
 def test_results_md_ablation_sections_are_what_ablations_py_prints():
     """docs/RESULTS.md has a section for every committed ablation file (the main table has its
     own, compare.py); each section's block is what ablations.py prints from the file, and the
     prose after the block quotes only numbers of the block or of the paper's rows the file's
     question-diversity table sets beside ours."""
-    import re
-
     mod = _ablations_module()
     assert {p.stem.removeprefix("gpu_small_") for p in COMMITTED} - {"main"} <= set(mod.ABLATIONS)
     text = (ROOT / "docs" / "RESULTS.md").read_text(encoding="utf-8")
     new = mod.blocks()
     assert set(new) == {p.stem.removeprefix("gpu_small_") for p in COMMITTED} - {"main"}
     assert mod.embedded(text) == new
-    number = r"[+−-]?\d[\d,]*\.\d+"
     for name, body in new.items():
-        end = mod.END.format(name)
-        after = text[text.index(end) + len(end):]
-        after = after[:after.index("\n## ")]
         paper = (RESULTS / "gpu_small" / f"gpu_small_{name}_question_diversity.md").read_text()
-        allowed = {n.lstrip("+−-") for n in re.findall(number, body + paper)}
-        quoted = re.findall(number, after)
+        quoted, unlisted = _prose_after(text, mod.END.format(name), body + paper)
         assert len(quoted) >= 15, name
-        assert [q for q in quoted if q.lstrip("+−-") not in allowed] == [], name
+        assert unlisted == [], name
 
 
 #: the tables of a single-policy export that docs/RESULTS.md embeds, in its order
@@ -195,8 +201,6 @@ def test_results_md_single_policy_section_is_what_vdlib_results_writes(path):
     """docs/RESULTS.md's block for a single-policy file is the committed tables verbatim (the
     regenerate test above proves those are what `vdlib results` writes), and the prose after
     it, up to the next section, quotes only the block's numbers."""
-    import re
-
     text = (ROOT / "docs" / "RESULTS.md").read_text(encoding="utf-8")
     begin = f"<!-- BEGIN vdlib results:{path.stem} -->\n"
     end = f"<!-- END vdlib results:{path.stem} -->"
@@ -204,13 +208,9 @@ def test_results_md_single_policy_section_is_what_vdlib_results_writes(path):
     body = text[text.index(begin) + len(begin):text.index(end)]
     assert body == "\n".join((RESULTS / "gpu_small" / f"{path.stem}_{n}.md").read_text(
         encoding="utf-8") for n in SINGLE_TABLES)
-    after = text[text.index(end) + len(end):]
-    after = after[:after.index("\n## ")]
-    number = r"[+−-]?\d[\d,]*\.\d+"
-    allowed = {n.lstrip("+−-") for n in re.findall(number, body)}
-    quoted = re.findall(number, after)
+    quoted, unlisted = _prose_after(text, end, body)
     assert len(quoted) >= 15
-    assert [q for q in quoted if q.lstrip("+−-") not in allowed] == []
+    assert unlisted == []
 
 
 def test_the_committed_files_are_sorted_by_kind():
