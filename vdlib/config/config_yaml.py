@@ -7,13 +7,14 @@ can use it."""
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 __all__ = ["ConfigError", "read_yaml_file", "read_params_file", "config_text",
-           "MAX_YAML_BYTES", "MAX_YAML_VALUES", "MAX_YAML_DEPTH", "shown"]
+           "MAX_YAML_BYTES", "MAX_YAML_VALUES", "MAX_YAML_DEPTH", "shown", "not_regular_file"]
 
 
 class ConfigError(ValueError):
@@ -34,12 +35,63 @@ def shown(value: Any) -> str:
     short = reprlib.Repr()
     short.maxlevel, short.maxstring, short.maxother, short.maxlong = 2, 80, 80, 40
     short.maxlist = short.maxtuple = short.maxdict = short.maxset = 6
-    text = short.repr(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 10_000:
+        return f"<an integer of about {int(value.bit_length() * 0.30103):,} digits>"
+    try:
+        text = short.repr(value)
+    except ValueError:  # e.g. an integer too long for str() inside a list
+        return f"<a {type(value).__name__} too large to show>"
     return text if len(text) <= 120 else text[:57] + "..." + text[-60:]
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """A YAML loader that refuses a key given twice in one mapping."""
+    """A YAML loader that refuses a key given twice in one mapping, and turns a value PyYAML
+    cannot build (an integer of more digits than Python converts, a date that does not exist)
+    into a :class:`ConfigError` naming its key."""
+
+
+class _BadValue(ConfigError):
+    """A scalar PyYAML recognised but could not build; each enclosing mapping adds its key as
+    the error travels out, so that the message names the dotted key."""
+
+    def __init__(self, node: yaml.Node, problem: str) -> None:
+        super().__init__(problem)
+        self.at, self.keys, self.problem = node, [], problem
+        self.line, self.text = node.start_mark.line + 1, str(node.value)
+
+    def __str__(self) -> str:
+        if not self.keys:
+            return f"line {self.line}: {shown(self.text)} {self.problem}"
+        key = "".join(k if k.startswith("[") else f".{k}" for k in self.keys).lstrip(".")
+        return f"{key} = {shown(self.text)} {self.problem}"
+
+
+#: the most digits an integer may have (CPython converts at most 4300 by default; no key of
+#: vdlib takes a number that long)
+MAX_INT_DIGITS = 100
+
+
+def _construct_int(loader: _StrictLoader, node: yaml.ScalarNode) -> Any:
+    digits = sum(c.isdigit() for c in str(node.value))
+    if digits > MAX_INT_DIGITS:
+        raise _BadValue(node, f"is an integer of {digits:,} digits; allowed: at most "
+                        f"{MAX_INT_DIGITS} digits (every numeric key has a range)")
+    try:
+        return yaml.SafeLoader.construct_yaml_int(loader, node)
+    except (ValueError, OverflowError) as e:
+        raise _BadValue(node, f"is not an integer ({e})") from None
+
+
+def _construct_timestamp(loader: _StrictLoader, node: yaml.ScalarNode) -> Any:
+    try:
+        return yaml.SafeLoader.construct_yaml_timestamp(loader, node)
+    except (ValueError, OverflowError) as e:
+        raise _BadValue(node, f"is not a date that exists ({e}); no key takes a date: quote "
+                        "text, or write a number") from None
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+_StrictLoader.add_constructor("tag:yaml.org,2002:timestamp", _construct_timestamp)
 
 
 #: Bounds on a YAML file vdlib reads (a params file, a run's ``config.yaml``): its size, and how
@@ -98,7 +150,15 @@ def read_yaml_file(path: str | os.PathLike, what: str = "params file") -> Any:
     path = Path(path)
     label = f"{what} {str(path)!r}"
     try:
-        with path.open("rb") as fh:
+        kind = not_regular_file(path)
+        if kind:
+            raise ConfigError(f"{label} is {kind}, not a regular file; save the settings to a "
+                              ".yaml file and give its path")
+        # O_NONBLOCK: a FIFO swapped in after the check cannot block the read
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise ConfigError(f"{label} is not a regular file; give the path of a .yaml file")
             raw = fh.read(MAX_YAML_BYTES + 1)
     except OSError as e:
         raise ConfigError(f"{label} cannot be read ({e.strerror or e})") from None
@@ -122,6 +182,28 @@ def read_yaml_file(path: str | os.PathLike, what: str = "params file") -> Any:
                           ) from None
     except (yaml.YAMLError, UnicodeDecodeError) as e:
         raise ConfigError(f"{label} is not valid YAML: {_yaml_problem(e)}") from None
+    except (ValueError, OverflowError, TypeError) as e:  # a value PyYAML cannot build
+        raise ConfigError(f"{label} holds a value that cannot be read: "
+                          f"{_yaml_problem(e)}") from None
+
+
+def not_regular_file(path: str | os.PathLike) -> str:
+    """What ``path`` is when it exists but is not a regular file (links followed): "a FIFO
+    or pipe (process substitution, <(...), gives one)", "a directory", "a device", "a socket";
+    "" for a regular file or a path that does not exist."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return ""
+    if stat.S_ISREG(mode):
+        return ""
+    if stat.S_ISFIFO(mode):
+        return "a FIFO or pipe (a process substitution such as <(...) is one)"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a socket" if stat.S_ISSOCK(mode) else "a special file"
 
 
 def _yaml_problem(error: Exception) -> str:
@@ -150,10 +232,32 @@ def _strict_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = 
             raise ConfigError(f"key {shown(key)} is given twice in one mapping (lines {seen[key]} "
                               f"and {line}); keep one")
         seen[key] = line
-    return loader.construct_mapping(node, deep=deep)
+    try:
+        return loader.construct_mapping(node, deep=deep)
+    except _BadValue as e:  # name the key of the value that failed, level by level
+        for key_node, value_node in node.value:
+            if value_node is e.at:
+                e.keys.insert(0, str(loader.construct_object(key_node, deep=deep)))
+                e.at = node
+                break
+        raise
+
+
+def _sequence(loader: _StrictLoader, node: yaml.SequenceNode) -> list:
+    """A list, built at once (not deferred), so that a value that fails names its index."""
+    try:
+        return loader.construct_sequence(node, deep=True)
+    except _BadValue as e:
+        for i, item in enumerate(node.value):
+            if item is e.at:
+                e.keys.insert(0, f"[{i}]")
+                e.at = node
+                break
+        raise
 
 
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _strict_mapping)
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _sequence)
 
 
 def read_params_file(path: str | os.PathLike) -> dict[str, Any]:
@@ -161,8 +265,12 @@ def read_params_file(path: str | os.PathLike) -> dict[str, Any]:
     given twice, a file beyond the bounds of :func:`read_yaml_file` (size, aliases), an empty
     file and a non-mapping are each a :class:`ConfigError` that says so."""
     path = Path(path)
-    if path.is_dir():
+    kind = not_regular_file(path)
+    if kind == "a directory":
         raise ConfigError(f"params file {str(path)!r} is a directory; give a .yaml file in it")
+    if kind:
+        raise ConfigError(f"params file {str(path)!r} is {kind}, not a regular file; save the "
+                          "params to a .yaml file and give its path")
     if not path.is_file():
         raise ConfigError(f"params file {str(path)!r} does not exist")
     data = read_yaml_file(path)

@@ -31,10 +31,12 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import math
 import os
 import re
 import types
 import typing
+import unicodedata
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
@@ -72,9 +74,13 @@ from vdlib.config.config_yaml import (
     read_yaml_file,
     shown,
 )
+from vdlib.config.names import check_name
 
 __all__ = [
     "ConfigError",
+    "check_name",
+    "MAX_SEEDS",
+    "MAX_LIST_ITEMS",
     "MAX_YAML_BYTES",
     "MAX_YAML_VALUES",
     "MAX_YAML_DEPTH",
@@ -166,6 +172,11 @@ def merge_params(base: dict, over: dict) -> dict:
     return out
 
 
+#: the most seeds a config lists (a grid runs every arm for every seed)
+MAX_SEEDS = 100
+#: the most entries of any list-valued key
+MAX_LIST_ITEMS = 1000
+
 _FLOAT_RE = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 
 
@@ -198,6 +209,9 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
         if not isinstance(value, list | tuple):
             raise ConfigError(f"{key} = {shown(value)} has the wrong type; expected "
                               f"{_type_name(tp)}")
+        if len(value) > MAX_LIST_ITEMS:
+            raise ConfigError(f"{key} holds {len(value):,} entries; allowed: at most "
+                              f"{MAX_LIST_ITEMS}")
         return [_coerce(f"{key}[{i}]", v, get_args(tp)[0]) for i, v in enumerate(value)]
     if tp is bool:
         if isinstance(value, bool):
@@ -207,9 +221,12 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
             return value
     elif tp is float:
         if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
+            try:
+                return float(value)
+            except OverflowError:  # an integer beyond a float's range: as 1e999 reads
+                return math.copysign(math.inf, value)
         # PyYAML (YAML 1.1) reads "1e-6" as a string: accept numeric strings for floats.
-        if isinstance(value, str) and _FLOAT_RE.match(value.strip()):
+        if isinstance(value, str) and len(value) <= 400 and _FLOAT_RE.match(value.strip()):
             return float(value)
     elif tp is str:
         if isinstance(value, str):
@@ -313,14 +330,23 @@ def _validate_cross(cfg: ExperimentConfig) -> None:
 
         for i, arm in enumerate(cfg.arms):
             if arm not in ARMS:
-                raise ConfigError(f"arms[{i}] = {arm!r} is not a known arm; allowed values: "
-                                  f"{', '.join(ARMS.names())}")
+                raise ConfigError(f"arms[{i}] = {shown(arm)} is not a known arm; allowed "
+                                  f"values: {', '.join(ARMS.names())}")
+            check_name(f"arms[{i}]", arm)
     if not cfg.seeds:
         raise ConfigError("seeds = [] is empty; allowed: a non-empty list of integers >= 0")
     for i, seed in enumerate(cfg.seeds):  # the same rule as seed
         _check_rules(f"seeds[{i}]", seed, {"ge": 0})
-    for key in ("experiment", "run_id"):
-        _check_path_component(key, getattr(cfg, key))
+    if len(cfg.seeds) > MAX_SEEDS:
+        raise ConfigError(f"seeds holds {len(cfg.seeds):,} seeds; allowed: 1 to {MAX_SEEDS} "
+                          "(a grid runs every arm for every seed)")
+    # one rule for every name that becomes a folder (vdlib.config.names)
+    check_name("experiment", cfg.experiment)
+    if cfg.run_id is not None:
+        check_name("run_id", cfg.run_id)
+    for i, name in enumerate(cfg.reference_experiments):
+        check_name(f"reference_experiments[{i}]", name)
+    _check_output_dir(cfg.output_dir)
     if cfg.tracking != "none":
         from vdlib.utils.tracking import check_tracker
 
@@ -338,13 +364,17 @@ def _validate_cross(cfg: ExperimentConfig) -> None:
                           "auto, cpu, cuda, cuda:N, mps")
 
 
-def _check_path_component(key: str, value: str | None) -> None:
-    """``experiment`` and ``run_id`` name one folder: a single path component."""
-    if value is None:
-        return
-    if not value or value in (".", "..") or "/" in value or "\\" in value or "\0" in value:
-        raise ConfigError(f"{key} = {value!r} must be a single folder name (no '/', not '.' "
-                          "or '..', not empty): it names a folder under output_dir")
+def _check_output_dir(value: str) -> None:
+    """``output_dir`` is a path: not empty, UTF-8 text (a command line's undecodable bytes
+    arrive as lone surrogates, which no file can record), no control character."""
+    if not value:
+        raise ConfigError("output_dir = '' is empty; allowed: a folder path (e.g. outputs)")
+    bad = next((c for c in value if unicodedata.category(c) in ("Cc", "Cs")), None)
+    if bad is not None:
+        what = ("a byte that is not UTF-8" if unicodedata.category(bad) == "Cs"
+                else f"the control character {bad!r}")
+        raise ConfigError(f"output_dir = {shown(value)} holds {what}; allowed: a folder path "
+                          "of UTF-8 text without control characters")
 
 
 #: the longest model reference accepted (PATH_MAX on Linux)
