@@ -103,8 +103,10 @@ def test_a_record_catches_changed_missing_and_malformed_files(tmp_path):
     rec = file_record(tmp_path, ["a.jsonl", "m"])
     assert set(rec) == {"a.jsonl", "m/config.json", "m/model.safetensors"}
     assert check_record(tmp_path, rec) is None
-    (tmp_path / "a.jsonl").write_text('{"x": 1}\n{"x": \n')
-    assert "a.jsonl line 2 is not valid JSON" in check_record(tmp_path, rec)
+    (tmp_path / "a.jsonl").write_text('{"x": 1}\n{"x": \n')  # size first, before any parse
+    assert "a.jsonl changed since its stage finished (size" in check_record(tmp_path, rec)
+    bad = file_record(tmp_path, ["a.jsonl"])  # a record that matches a malformed file
+    assert "a.jsonl line 2 is not valid JSON" in check_record(tmp_path, bad)
     (tmp_path / "a.jsonl").write_text('{"x": 1}\n{"x": 3}\n')
     assert "changed since its stage finished" in check_record(tmp_path, rec)
     (tmp_path / "a.jsonl").write_text('{"x": 1}\n{"x": 2}\n')

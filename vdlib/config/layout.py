@@ -19,7 +19,9 @@ Every run path is formatted (and parsed back) here and nowhere else::
 
 ``run_id`` is the config's, or ``seed<seed>``; a notebook's arms use ``<arm>-seed<seed>``.
 Nothing here creates a folder except :func:`make_run_dir` (and
-:func:`vdlib.loop.run_start.start_run`).
+:func:`vdlib.loop.run_start.start_run`). The experiment and run folders are never symbolic links
+(:func:`linked_run_folder`; refused by :func:`vdlib.loop.run_state.claim_run`); ``output_dir``
+itself may be one.
 
 >>> from vdlib.config.experiment import load_params
 >>> cfg = load_params({"experiment": "x", "output_dir": "/o", "seed": 2})
@@ -54,7 +56,7 @@ __all__ = [
     "CONFIG_FILE", "MANIFEST_FILE", "QUESTIONS_FILE", "CURRICULUM_FILE", "METRICS_FILE",
     "PROPOSER_TRAIN_FILE", "POLICY_TRAIN_FILE",
     # starting a run
-    "make_run_dir", "config_text", "package_versions",
+    "make_run_dir", "linked_run_folder", "config_text", "package_versions",
 ]
 
 CONFIG_FILE = "config.yaml"  # a run's resolved config (marks a folder as a run folder)
@@ -281,8 +283,38 @@ def executed_notebook_path(output_dir: str | os.PathLike, profile: str, notebook
     return Path(output_dir) / "notebooks" / profile / name
 
 
+def linked_run_folder(output_dir: str | os.PathLike, experiment: str, name: str
+                      ) -> Path | None:
+    """The first folder from ``<output_dir>/<experiment>`` down to the run folder
+    ``<output_dir>/<experiment>/<name>`` that is a symbolic link, or None (missing folders are
+    not links). ``output_dir`` itself, and anything above it, may be a link (scratch space):
+    only what vdlib names inside it is checked.
+
+    >>> import tempfile
+    >>> out = Path(tempfile.mkdtemp())
+    >>> (out / "elsewhere").mkdir()
+    >>> (out / "x").symlink_to(out / "elsewhere")
+    >>> linked_run_folder(out, "x", "seed0") == out / "x", linked_run_folder(out, "y", "seed0")
+    (True, None)
+    """
+    path = Path(output_dir)
+    for part in (Path(experiment) / name).parts:
+        path = path / part
+        if path.is_symlink():
+            return path
+    return None
+
+
 def make_run_dir(output_dir: str | os.PathLike, experiment: str, name: str) -> Path:
-    """``<output_dir>/<experiment>/<name>/``, created if missing."""
+    """``<output_dir>/<experiment>/<name>/``, created if missing; a symbolic link in place of it
+    or of the experiment folder (:func:`linked_run_folder`) is an ``OSError`` (``ELOOP``)
+    naming it, and nothing is created through it."""
+    import errno
+
+    linked = linked_run_folder(output_dir, experiment, name)
+    if linked is not None:
+        raise OSError(errno.ELOOP, "a symbolic link where vdlib needs a folder of its own",
+                      str(linked))
     path = experiment_dir(output_dir, experiment) / name
     path.mkdir(parents=True, exist_ok=True)
     return path

@@ -63,6 +63,7 @@ from vdlib.grid.status_records import (  # noqa: F401 - re-exported
     recorded_stages,
 )
 from vdlib.loop.run_state import LOCK_FILE, read_manifest
+from vdlib.utils import safe_read
 
 __all__ = ["RunStatus", "STATES", "METRIC_KEYS", "collect_status", "format_status",
            "state_label", "format_number", "main", "lock_holder", "check_records",
@@ -76,6 +77,8 @@ STATES = ("done", "running", "stopped mid-stage", "stopped", "new", "damaged", "
 
 #: a ``config.yaml`` larger than this is not read (a run's resolved config is a few KB)
 CONFIG_MAX_BYTES = 1 << 20
+#: a ``metrics.json`` larger than this is not read (one iteration's numbers)
+METRICS_MAX_BYTES = 64 << 20
 
 #: the keys of the last finished iteration's ``metrics.json`` shown in the table
 METRIC_KEYS = ("valid_questions", "generated", "self_bleu", "vendi", "curriculum_size",
@@ -229,12 +232,10 @@ def _read_config(run: Path) -> dict[str, Any]:
     path = layout.config_path(run)
     if not os.path.lexists(path):
         raise _MissingConfig(f"{path} is missing")
-    try:
-        if path.is_symlink() or not path.is_file():
-            raise ValueError("not a regular file")
-        if path.stat().st_size > CONFIG_MAX_BYTES:
-            raise ValueError(f"larger than {CONFIG_MAX_BYTES} bytes")
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    try:  # bounded, never through a link, never waiting on a FIFO
+        data = yaml.safe_load(safe_read.read_text(path, CONFIG_MAX_BYTES))
+    except safe_read.UnsafeFileError as e:  # names the file already
+        raise ValueError(str(e)) from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError) as e:
         raise ValueError(f"{path} cannot be read ({(str(e).splitlines() or [''])[0]})") from None
     return _checked_config(data, path)
@@ -383,7 +384,7 @@ def _last_metrics(run: Path, recorded: Sequence[int]) -> tuple[int | None, dict[
         return None, {}
     path = layout.iteration_dir(run, finished[-1]) / layout.METRICS_FILE
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(safe_read.read_text(path, METRICS_MAX_BYTES))
     except (OSError, UnicodeDecodeError, ValueError) as e:
         logger.warning("%s cannot be read (%s)", path, e)
         return None, {}

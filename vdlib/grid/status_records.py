@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from vdlib.config import layout
+from vdlib.utils import safe_read
 
 __all__ = ["HASH_ALWAYS_BYTES", "recorded_stages", "first_missing", "check_records"]
 
@@ -83,8 +84,10 @@ def _cheap_check(folder: Path, record: dict[str, dict[str, Any]]) -> str | None:
             return f"{path} changed since its stage finished (size {size}, recorded " \
                    f"{want.get('size')})"
         if size <= HASH_ALWAYS_BYTES:
-            try:
-                digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            try:  # never through a link or from a FIFO swapped in since the check above
+                digest = hashlib.sha256(safe_read.read_bytes(path, size)).hexdigest()
+            except safe_read.UnsafeFileError as e:
+                return str(e)
             except OSError as e:
                 return f"{path} cannot be read ({e.strerror or e})"
             if digest != want.get("sha256"):

@@ -19,7 +19,9 @@ stage in progress and re-running the same command continues after the last finis
 6. ``metrics``: the iteration's numbers. Writes ``metrics.json``.
 
 Wall-clock seconds per stage go to ``iter_<t>/timing.json`` (the one file that differs between
-two runs of the same config, with ``manifest.json``).
+two runs of the same config, with ``manifest.json``), recorded in the manifest like a stage's
+files (``timing["<t>"]``: :func:`write_timing`); one that does not match its record is started
+afresh, never read through a link or copied forward.
 
 Multi-process (``accelerate launch``, N processes, one GPU each): the training stages
 (``proposer``, ``solver``) run on every rank through TRL, with the paper's global batch sizes
@@ -75,6 +77,7 @@ from vdlib.loop.run_state import (
     check_record,
     file_record,
     read_manifest,
+    read_recorded,
     remove_outputs,
     remove_temporary,
     update_manifest,
@@ -82,6 +85,7 @@ from vdlib.loop.run_state import (
 from vdlib.loop.stages import STAGE_TABLE, STAGES, TRAINING_STAGES
 from vdlib.method.seeding import derive_seed
 from vdlib.utils.artifacts import atomic_write_json
+from vdlib.utils.safe_read import read_json
 
 __all__ = ["STAGES", "TRAINING_STAGES", "Loop", "RunResult", "run", "run_arms", "parallel_arms",
            "build_shared_bases", "iteration_dir", "check_visible_gpus"]
@@ -213,13 +217,11 @@ class Loop:
                 seconds = time.perf_counter() - start
                 if main:
                     records[stage_key(t, stage.name)] = file_record(out, stage.outputs)
-                    update_manifest(manifest, stages=records)
-                    timing_path = out / "timing.json"
-                    timing = json.loads(timing_path.read_text()) if timing_path.exists() else {}
-                    atomic_write_json(timing_path, {**timing, stage.name: round(seconds, 2)})
+                    timings = write_timing(manifest, out, t, stage.name, seconds)
+                    update_manifest(manifest, stages=records, timing=timings)
                     logger.info("iteration %d %s: %.1f s", t, stage.name, seconds)
                 barrier()
-            metrics = json.loads((out / "metrics.json").read_text())
+            metrics = read_json(out / "metrics.json", METRICS_MAX_BYTES)
             result.iterations.append(metrics)
             if self.tracker is not None:
                 from vdlib.utils.tracking import iteration_scalars
@@ -232,14 +234,55 @@ class Loop:
         return result
 
 
+#: ``iter_<t>/timing.json``: the wall-clock seconds of each stage of iteration ``t``
+TIMING_FILE = "timing.json"
+#: a ``timing.json`` larger than this is not read (it holds six numbers)
+TIMING_MAX_BYTES = 64 << 10
+#: a ``metrics.json`` larger than this is not read (it holds one iteration's numbers)
+METRICS_MAX_BYTES = 64 << 20
+
+
+def recorded_timing(manifest: Path, out: Path, t: int) -> dict[str, Any]:
+    """Iteration ``t``'s ``timing.json`` (in ``out``) if it is the file its record in the
+    manifest (``timing["<t>"]``: size and SHA-256) describes, else {} (logged when a file was
+    there): a link, a FIFO, a file edited, truncated or from elsewhere is never read or copied
+    forward (:func:`vdlib.loop.run_state.read_recorded`)."""
+    path = out / TIMING_FILE
+    timings = read_manifest(manifest).get("timing")
+    want = timings.get(str(t)) if isinstance(timings, dict) else None
+    try:
+        data = json.loads(read_recorded(path, want, TIMING_MAX_BYTES))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as e:  # UnsafeFileError and UnicodeDecodeError included
+        logger.warning("iteration %d: %s; its stage times start afresh", t, e)
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def write_timing(manifest: Path, out: Path, t: int, stage: str, seconds: float
+                 ) -> dict[str, Any]:
+    """Write ``stage``'s ``seconds`` into iteration ``t``'s ``timing.json`` (atomically, beside
+    the other stages' times when its record holds: :func:`recorded_timing`); returns the
+    manifest's ``timing`` records with this file's new one, for the caller to write with the
+    stage's record."""
+    timing = {**recorded_timing(manifest, out, t), stage: round(seconds, 2)}
+    atomic_write_json(out / TIMING_FILE, timing)
+    timings = read_manifest(manifest).get("timing")
+    timings = dict(timings) if isinstance(timings, dict) else {}
+    timings[str(t)] = file_record(out, [TIMING_FILE])[TIMING_FILE]
+    return timings
+
+
 def previous_seconds(run_dir: Path, t: int, stage: str) -> float | None:
-    """How long ``stage`` took in iteration ``t - 1`` of this run (its ``timing.json``), the
-    heartbeat's ETA; None in the first iteration or when unrecorded."""
+    """How long ``stage`` took in iteration ``t - 1`` of this run (its ``timing.json``, read
+    bounded, never through a link or from a FIFO: only an estimate, so its record is not
+    required), the heartbeat's ETA; None in the first iteration or when unrecorded."""
     if t <= 1:
         return None
-    path = iteration_dir(run_dir, t - 1) / "timing.json"
+    path = iteration_dir(run_dir, t - 1) / TIMING_FILE
     try:
-        value = json.loads(path.read_text()).get(stage)
+        value = read_json(path, TIMING_MAX_BYTES).get(stage)
     except (OSError, ValueError, AttributeError):
         return None
     return float(value) if isinstance(value, int | float) else None

@@ -37,20 +37,24 @@ True
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
+
+from vdlib.utils.safe_read import UnsafeFileError, open_regular, read_json
 
 __all__ = ["NOT_FINGERPRINTED", "fingerprinted", "config_fingerprint", "fingerprint_diff",
            "RunLock", "RunLockedError", "file_record", "check_record", "LOCK_FILE",
            "read_manifest", "update_manifest", "RunConfigMismatch", "set_aside", "claim_run",
            "remove_outputs", "remove_temporary", "UnsafeLockError", "UnsafeRunFolderError",
            "FOLDER_RECORD", "record_folder", "check_folder", "verified_build_dir",
-           "manifest_fingerprint", "folder_config_differences"]
+           "manifest_fingerprint", "folder_config_differences", "read_recorded",
+           "MANIFEST_MAX_BYTES", "check_run_folder_links"]
 
 
 logger = logging.getLogger(__name__)
@@ -107,24 +111,29 @@ def file_record(root: str | os.PathLike, names: Iterable[str]) -> dict[str, dict
     return out
 
 
-def _well_formed(path: Path) -> str | None:
-    """Why ``path``'s content is unusable for its type, or None."""
-    if path.suffix == ".safetensors" and path.stat().st_size == 0:
-        return "is empty"
-    if path.suffix in (".json", ".jsonl"):
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            return f"cannot be read ({e})"
-        lines = text.splitlines() if path.suffix == ".jsonl" else [text]
-        for i, line in enumerate(lines, 1):
-            if path.suffix == ".jsonl" and not line.strip():
+def _well_formed(fh: IO[bytes], path: Path) -> str | None:
+    """Why the content of ``path`` (open as ``fh``, at its start) is unusable for its type, or
+    None. Called only once its size and hash match its record, so what it reads is bounded by
+    what the stage wrote; a JSONL file is read line by line."""
+    if path.suffix == ".jsonl":
+        for i, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                return f"cannot be read ({e})"
+            if not line.strip():
                 continue
             try:
                 json.loads(line)
             except ValueError:
-                return f"line {i} is not valid JSON" if path.suffix == ".jsonl" \
-                    else "is not valid JSON"
+                return f"line {i} is not valid JSON"
+    elif path.suffix == ".json":
+        try:
+            json.loads(fh.read().decode("utf-8"))
+        except UnicodeDecodeError as e:
+            return f"cannot be read ({e})"
+        except ValueError:
+            return "is not valid JSON"
     return None
 
 
@@ -138,23 +147,69 @@ def _link_in(root: Path, rel: str) -> Path | None:
     return None
 
 
+def _check_file(path: Path, want: Mapping[str, Any]) -> str | None:
+    """Why the file ``path`` is not the one its record ``want`` (``size``, ``sha256``)
+    describes, or None. In this order, so that nothing large is read or parsed before it is
+    known to be the recorded file: what it is (a regular file, opened without following a link
+    or waiting on a FIFO: :func:`vdlib.utils.safe_read.open_regular`), its size (``fstat``),
+    its SHA-256 (streamed), and only then its form (:func:`_well_formed`)."""
+    try:
+        with open_regular(path) as (fh, st):
+            if path.suffix == ".safetensors" and st.st_size == 0:
+                return f"{path} is empty"
+            if st.st_size != want.get("size"):
+                return (f"{path} changed since its stage finished (size {st.st_size} bytes, "
+                        f"recorded {want.get('size')})")
+            h = hashlib.sha256()
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+            if h.hexdigest() != want.get("sha256"):
+                return f"{path} changed since its stage finished (content hash differs)"
+            fh.seek(0)
+            bad = _well_formed(fh, path)
+    except FileNotFoundError:
+        return f"{path} is missing"
+    except UnsafeFileError as e:
+        return str(e)
+    except OSError as e:
+        return f"{path} cannot be read ({e.strerror or e})"
+    return f"{path} {bad}" if bad else None
+
+
 def check_record(root: str | os.PathLike, record: Mapping[str, Mapping[str, Any]]) -> str | None:
     """None if every file of ``record`` is on disk with its size and hash; else a sentence
-    naming the first file that is missing, changed, or malformed."""
+    naming the first file that is missing, a link (or below one), not a regular file, changed
+    (size, then hash: compared before anything is parsed), or malformed for its type."""
     root = Path(root)
     for rel, want in record.items():
-        path = root / rel
         link = _link_in(root, rel)
         if link is not None:  # a stage writes files; a link is never read in their place
             return f"{link} is a symbolic link, not what its stage wrote"
-        if not path.is_file():
-            return f"{path} is missing"
-        bad = _well_formed(path)
-        if bad:
-            return f"{path} {bad}"
-        if path.stat().st_size != want.get("size") or _sha256(path) != want.get("sha256"):
-            return f"{path} changed since its stage finished (size or content hash differs)"
+        why = _check_file(root / rel, want)
+        if why is not None:
+            return why
     return None
+
+
+def read_recorded(path: str | os.PathLike, want: Mapping[str, Any] | None, limit: int) -> bytes:
+    """The bytes of ``path`` if it is the file its record ``want`` (:func:`file_record`'s
+    ``{"size", "sha256"}``) describes: a regular file (no link, no FIFO), at most ``limit``
+    bytes, its size compared before it is read and its hash before the caller parses it.
+    ``FileNotFoundError`` when it is missing; a ValueError naming it otherwise (no record
+    included)."""
+    path = Path(path)
+    if not isinstance(want, Mapping):
+        if not os.path.lexists(path):
+            raise FileNotFoundError(errno.ENOENT, "no such file", str(path))
+        raise ValueError(f"{path} has no record in the run's manifest")
+    with open_regular(path, limit) as (fh, st):
+        if st.st_size != want.get("size"):
+            raise ValueError(f"{path} changed since it was recorded (size {st.st_size} bytes, "
+                             f"recorded {want.get('size')})")
+        data = fh.read(limit + 1)
+    if hashlib.sha256(data).hexdigest() != want.get("sha256"):
+        raise ValueError(f"{path} changed since it was recorded (content hash differs)")
+    return data
 
 
 # ----------------------------------------------------------------------------- built folders
@@ -187,8 +242,8 @@ def check_folder(folder: str | os.PathLike) -> str | None:
     if path.is_symlink() or not path.is_file():
         return f"{folder} has no record of its files ({FOLDER_RECORD})"
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+        record = read_json(path, MANIFEST_MAX_BYTES)
+    except (OSError, ValueError):  # UnsafeFileError and UnicodeDecodeError included
         record = None
     if not isinstance(record, dict) or not all(isinstance(v, dict) for v in record.values()):
         return f"{path} is not a valid record"
@@ -253,14 +308,24 @@ def verified_build_dir(target: str | os.PathLike, build: Any, what: str, *,
 # ----------------------------------------------------------------------------- the manifest
 
 
+#: a ``manifest.json`` larger than this is refused unread (a run's records take about 5 KB per
+#: iteration: 1,000 iterations, the config's most, stay well below it)
+MANIFEST_MAX_BYTES = 16 << 20
+
+
 def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
-    """The run's ``manifest.json`` as a dict ({} if absent); a file that does not parse is an
-    error naming it and saying what to do."""
+    """The run's ``manifest.json`` as a dict ({} if absent), read bounded
+    (:data:`MANIFEST_MAX_BYTES`), never through a link and never waiting on a FIFO
+    (:func:`vdlib.utils.safe_read.read_json`). A file that is not a regular file, too large or
+    does not parse is an error naming it and saying what to do."""
     path = Path(path)
-    if not path.exists():
-        return {}
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path, MANIFEST_MAX_BYTES)
+    except FileNotFoundError:
+        return {}
+    except UnsafeFileError as e:
+        raise ValueError(f"{e}; the run's record is unusable: move the run folder away "
+                         "(--force does) and run again") from None
     except (OSError, UnicodeDecodeError, ValueError) as e:
         raise ValueError(f"{path} is not valid JSON ({e}); the run's record is lost: move the "
                          "run folder away (--force does) and run again") from None
@@ -286,17 +351,26 @@ class RunConfigMismatch(ValueError):
     records whose config is unknown."""
 
 
-_WAYS_OUT = ("give this config another run_id or experiment, or pass --force to move the old "
-             "run aside and start afresh")
+# a params file with arms names each run <arm>-seed<seed> (--run-id is refused there)
+_WAYS_OUT = ("give this config another --output-dir or experiment (or, for a run without arms, "
+             "another --run-id), or pass --force to move the old run aside and start afresh")
 
 
 def _previous_config(run_dir: Path) -> dict[str, Any] | None:
+    from vdlib.config.config_yaml import MAX_YAML_BYTES
     from vdlib.config.experiment import ConfigError, read_yaml_file
     from vdlib.config.layout import config_path
 
     path = config_path(run_dir)
-    if not path.exists() and not path.is_symlink():
+    if not os.path.lexists(path):
         return None
+    try:  # what it is first (no link, no FIFO), then read within the params file's bounds
+        with open_regular(path, MAX_YAML_BYTES):
+            pass
+    except (OSError, UnsafeFileError) as e:
+        why = str(e) if isinstance(e, UnsafeFileError) else f"{path} cannot be read ({e})"
+        raise ValueError(f"{why}; the run's config is unusable: move the run folder away "
+                         "(--force does) and run again") from None
     try:
         data = read_yaml_file(path, "run config")
     except ConfigError as e:
@@ -389,13 +463,33 @@ def _linked_folders(run_dir: Path) -> list[Path]:
                   and (iteration_of(p) is not None or p.name == "base_models"))
 
 
+def check_run_folder_links(cfg: Any) -> None:
+    """Refuse (:class:`UnsafeRunFolderError`) a run folder of ``cfg``, or an experiment folder
+    above it inside ``output_dir``, that is a symbolic link
+    (:func:`vdlib.config.layout.linked_run_folder`): the lock, manifest, config and iterations
+    would be written into the link's target. ``output_dir`` itself may be a link."""
+    from vdlib.config.layout import linked_run_folder, run_id
+
+    linked = linked_run_folder(cfg.output_dir, cfg.experiment, run_id(cfg))
+    if linked is None:
+        return
+    try:
+        target = f" to {os.readlink(linked)}"
+    except OSError:
+        target = ""
+    raise UnsafeRunFolderError(
+        f"{linked} is a symbolic link{target}; a run never writes its lock, manifest, config or "
+        "iterations through a link. Remove the link (its target is untouched) and run again, "
+        "or point output_dir itself at the other place (output_dir may be a link)")
+
+
 def claim_run(cfg: Any, *, force: bool = False) -> tuple[RunLock, Path]:
     """Lock the run folder of ``cfg`` (created if missing) and check that it holds a run of the
-    same config fingerprint (or none yet: :func:`folder_config_differences`). A lock that is not
-    ours (:class:`UnsafeLockError`) or an ``iter_<t>`` or ``base_models`` entry that is a
+    same config fingerprint (or none yet: :func:`folder_config_differences`). A run or
+    experiment folder that is a symbolic link (:func:`check_run_folder_links`), a lock that is
+    not ours (:class:`UnsafeLockError`) or an ``iter_<t>`` or ``base_models`` entry that is a
     symbolic link (:class:`UnsafeRunFolderError`) is refused first, ``force`` or not. Another
-    config,
-    or stage records whose config is unknown, is refused with the differing keys
+    config, or stage records whose config is unknown, is refused with the differing keys
     (:class:`RunConfigMismatch`); with ``force`` the old folder is moved aside
     (:func:`set_aside`) and a fresh one is started, so old and new results never mix. A
     corrupt ``config.yaml`` or ``manifest.json`` is an error naming the file (moved aside
@@ -404,6 +498,7 @@ def claim_run(cfg: Any, *, force: bool = False) -> tuple[RunLock, Path]:
     from vdlib.config.layout import run_path
 
     run_dir = run_path(cfg)
+    check_run_folder_links(cfg)  # before the lock: its mkdir would follow a link
     lock = RunLock(run_dir).acquire()
     try:
         linked = _linked_folders(run_dir)
