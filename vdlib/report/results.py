@@ -30,6 +30,7 @@ from vdlib.config import layout
 from vdlib.report.frames import LOOP_METRIC_COLUMNS, arm_label
 from vdlib.report.results_contrasts import DIRECTION, comparison_fields
 from vdlib.report.table_format import format_cell
+from vdlib.utils import safe_read
 from vdlib.utils.artifacts import atomic_write_json
 from vdlib.utils.stats import ALPHA, SE_DDOF, compare_seeds, mean_and_se
 
@@ -70,7 +71,7 @@ def collect_results(runs: Mapping[tuple[str, int], str | os.PathLike],
     for (arm, seed), run_dir in runs.items():
         finished = layout.iteration_dirs(Path(run_dir), layout.METRICS_FILE)
         for i, (t, folder) in enumerate(finished):
-            m = json.loads((folder / layout.METRICS_FILE).read_text(encoding="utf-8"))
+            m = safe_read.read_json(folder / layout.METRICS_FILE, RESULTS_MAX_BYTES)
             rec = {"arm": arm, "seed": seed, "iteration": t,
                    **{k: m.get(k) for k in RECORD_FIELDS}}
             if evaluations and (arm, seed) in evaluations and i == len(finished) - 1:
@@ -232,11 +233,10 @@ def read_json_file(path: str | os.PathLike) -> Any:
     """A results file's JSON value: at most :data:`RESULTS_MAX_BYTES`, UTF-8, valid JSON
     without NaN or Infinity, else a :class:`ResultsFileError` naming the file."""
     path = Path(path)
-    try:
-        if path.stat().st_size > RESULTS_MAX_BYTES:
-            raise ResultsFileError(f"{path}: larger than {RESULTS_MAX_BYTES >> 20} MiB; not a "
-                                   "results file")
-        text = path.read_text(encoding="utf-8")
+    try:  # bounded, non-blocking; a link the user names is followed to a regular file only
+        text = safe_read.read_text(path, RESULTS_MAX_BYTES, follow_links=True)
+    except safe_read.UnsafeFileError as e:
+        raise ResultsFileError(f"{e}; not a results file") from None
     except OSError as e:
         raise ResultsFileError(f"{path}: cannot be read ({e.strerror or e})") from None
     except UnicodeDecodeError:
