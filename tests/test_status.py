@@ -316,7 +316,7 @@ def test_a_hand_edited_metrics_file_is_damaged_not_done(tmp_path):
     from vdlib.grid.launch import plan_grid
 
     cfg = load_params({"profile": "tiny", "experiment": "x", "output_dir": str(tmp_path),
-                       "iterations": 1, "arms": ["baseline"], "seeds": [0]})
+                       "iterations": 1, "run_id": run.name, "seeds": [0]})  # the run's config
     (planned,) = plan_grid(cfg)
     assert planned.state == "partial" and "metrics.json changed" in planned.note
 

@@ -1,10 +1,9 @@
 """Grids of runs on many GPUs and on clusters: ``vdlib grid PARAMS --launcher local|slurm``.
 
-A grid is every arm of ``cfg.arms`` for every seed (:func:`grid_configs`, the same configs as
-:func:`vdlib.report.experiments.run_grid`). :func:`plan_grid` gives each its run folder and state
-(``done``: every stage of every iteration recorded in its manifest and the recorded files
-still match it: sizes, and the hashes of small files, or every hash with ``verify``, as
-:func:`vdlib.grid.status.check_records`; ``partial``; ``new``). Finished runs are skipped; the
+A grid is every arm of ``cfg.arms`` for every seed, each run planned with its folder and state
+(:mod:`vdlib.grid.grid_plan`: ``done``, ``partial``, ``new``, or ``refused`` where the folder
+holds a run of another config, by the fingerprint check of ``vdlib run``). Finished runs are
+skipped and refused ones are not started (status ``refused``, with the keys that differ); the
 others run, or resume, under either launcher:
 
 - :class:`LocalLauncher` packs runs onto the visible GPUs: one run per group of
@@ -31,12 +30,12 @@ others run, or resume, under either launcher:
   with its own one-line error, and a task that ``squeue`` no longer lists without a result is
   ``failed`` after a grace period (no ``sacct`` needed: accounting is often off).
 
-:func:`format_plan` is ``--dry-run``: runs, their state, GPUs, and the order (waves).
+:func:`format_plan` (:mod:`vdlib.grid.grid_plan`, re-exported here with the plan's other
+names) is ``--dry-run``: runs, their state, GPUs, and the order (waves).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import logging
 import os
@@ -49,7 +48,20 @@ from pathlib import Path
 from typing import Any
 
 from vdlib.config import layout
-from vdlib.config.experiment import ExperimentConfig, load_params, save_params, to_dict
+from vdlib.config.experiment import ExperimentConfig, save_params
+from vdlib.grid.grid_plan import (
+    REFUSED_HINT,
+    config_refusal,
+    format_plan,
+    format_results,
+    grid_configs,
+    grid_exit_status,
+    mark_refused,
+    plan_grid,
+    run_id_refusal,
+    run_state_and_note,
+    run_state_of,
+)
 from vdlib.grid.grid_run import GridRun, visible_gpus
 from vdlib.grid.launch_slurm import RunFailed, job_error, run_member, slurm_launch, slurm_parameters
 from vdlib.loop.progress import BUSY_EXIT, PAUSED_EXIT
@@ -57,25 +69,10 @@ from vdlib.loop.progress import BUSY_EXIT, PAUSED_EXIT
 __all__ = ["GridRun", "grid_configs", "plan_grid", "launch_grid", "run_state_of",
            "run_state_and_note", "visible_gpus", "gpu_slots", "format_plan", "LocalLauncher",
            "slurm_launch", "slurm_parameters", "run_member", "RunFailed", "job_error",
-           "format_results", "slot_port", "GRID_PORT_BASE"]
+           "format_results", "slot_port", "GRID_PORT_BASE", "config_refusal",
+           "grid_exit_status", "REFUSED_HINT", "run_id_refusal"]
 
 logger = logging.getLogger(__name__)
-
-
-def grid_configs(cfg: ExperimentConfig, seeds: Iterable[int] | None = None
-                 ) -> dict[tuple[str, int], ExperimentConfig]:
-    """``{(arm, seed): config}`` for every arm of ``cfg.arms`` (or the config alone, arm
-    ``run``) and every seed of ``seeds`` (default ``cfg.seeds``), each validated."""
-    from vdlib.loop.arms import arm_params
-
-    out: dict[tuple[str, int], ExperimentConfig] = {}
-    for seed in (cfg.seeds if seeds is None else seeds):
-        c = dataclasses.replace(cfg, seed=int(seed))
-        base = to_dict(c)
-        for arm in cfg.arms or ["run"]:
-            one = load_params(arm_params(base, arm)) if cfg.arms else c
-            out[(arm, c.seed)] = dataclasses.replace(one, arms=[])  # one run, not a grid
-    return out
 
 
 def launch_grid(cfg: ExperimentConfig, seeds: Iterable[int] | None = None, *,
@@ -96,50 +93,6 @@ def launch_grid(cfg: ExperimentConfig, seeds: Iterable[int] | None = None, *,
     return LocalLauncher(slots, poll_s=poll_s).launch(runs)
 
 
-def run_state_of(cfg: ExperimentConfig, *, verify: bool = False) -> str:
-    """``done`` if the run folder's manifest records every stage of every iteration and the
-    recorded files hold (:func:`vdlib.grid.status.check_records`: sizes, small files' hashes, every
-    hash with ``verify``), ``partial`` if it records some, ``new`` otherwise (also for an
-    unreadable manifest: the run itself then says what is wrong). :func:`run_state_and_note`
-    also says why a run with records is not ``done``."""
-    return run_state_and_note(cfg, verify=verify)[0]
-
-
-def run_state_and_note(cfg: ExperimentConfig, *, verify: bool = False
-                       ) -> tuple[str, str | None]:
-    """(:func:`run_state_of`, why it is not ``done`` where that is not plain: a damaged file,
-    an unreadable manifest; else None). Never raises for what is in the folder, and its work
-    does not grow with ``iterations`` (only with the records present)."""
-    from vdlib.grid.status import check_records, first_missing, recorded_stages
-    from vdlib.loop.run_state import read_manifest
-    from vdlib.loop.stages import STAGES
-
-    run = layout.run_path(cfg)
-    try:
-        records = read_manifest(layout.manifest_path(run)).get("stages", {})
-        if not isinstance(records, dict):
-            raise ValueError(f"{layout.manifest_path(run)}: 'stages' is not a JSON object")
-        done = recorded_stages(records, cfg.iterations, STAGES)
-        damage = check_records(run, records, STAGES, cfg.iterations, verify=verify)
-    except (OSError, ValueError) as e:
-        return "new", f"{str(e).splitlines()[0] if str(e) else type(e).__name__}"
-    if damage is not None:
-        return "partial", f"damaged: {damage[1]}; the run redoes that stage"
-    if first_missing(done, cfg.iterations, len(STAGES))[1] is None:
-        return "done", None
-    return ("partial" if records else "new"), None
-
-
-def plan_grid(cfg: ExperimentConfig, seeds: Iterable[int] | None = None, *,
-              verify: bool = False) -> list[GridRun]:
-    """Every run of the grid with its folder and state on disk (:func:`run_state_and_note`)."""
-    out = []
-    for (arm, seed), c in grid_configs(cfg, seeds).items():
-        state, note = run_state_and_note(c, verify=verify)
-        out.append(GridRun(arm, seed, c, layout.run_path(c), state, note=note))
-    return out
-
-
 def gpu_slots(gpus: Sequence[str], gpus_per_run: int, max_parallel: int | None = None
               ) -> list[list[str] | None]:
     """The parallel slots: groups of ``gpus_per_run`` GPUs (leftover GPUs unused), or, for CPU
@@ -150,6 +103,10 @@ def gpu_slots(gpus: Sequence[str], gpus_per_run: int, max_parallel: int | None =
     >>> gpu_slots(["0", "1", "2"], 2), gpu_slots([], 1, max_parallel=2)
     ([['0', '1']], [None, None])
     """
+    if gpus_per_run > 1 and not gpus:
+        raise ValueError(f"launcher.gpus_per_run = {gpus_per_run} but no GPU is visible; a run "
+                         "of these params takes that many (set launcher.gpus_per_run: 0 for CPU "
+                         "runs, or --gpus-per-run)")
     if gpus_per_run == 0 or not gpus:
         return [None] * (max_parallel or 1)
     if len(gpus) < gpus_per_run:
@@ -159,45 +116,6 @@ def gpu_slots(gpus: Sequence[str], gpus_per_run: int, max_parallel: int | None =
                                      for i in range(0, len(gpus) - gpus_per_run + 1,
                                                     gpus_per_run)]
     return slots[:max_parallel] if max_parallel else slots
-
-
-def format_plan(runs: Sequence[GridRun], slots: Sequence[list[str] | None]) -> str:
-    """The ``--dry-run`` table: each run, its state, and (for runs to launch) the slot and the
-    wave it is expected in (waves of ``len(slots)``; runs finish at different times, so the
-    order is an estimate)."""
-    lines = ["| # | run | state | GPUs | wave |", "|---|---|---|---|---|"]
-    todo = 0
-    for i, r in enumerate(runs, 1):
-        if r.state == "done":
-            lines.append(f"| {i} | {r.name} | done (skipped) | - | - |")
-            continue
-        slot = slots[todo % len(slots)]
-        gpus = ",".join(slot) if slot else "cpu"
-        state = f"{r.state} ({r.note})" if r.note else r.state
-        lines.append(f"| {i} | {r.name} | {state} | {gpus} | {todo // len(slots) + 1} |")
-        todo += 1
-    lines.append(f"\n{len(runs)} runs: {todo} to launch ({sum(r.state == 'partial' for r in runs)}"
-                 f" resumed), {len(runs) - todo} done; {len(slots)} in parallel")
-    return "\n".join(lines) + "\n"
-
-
-def format_results(runs: Sequence[GridRun]) -> str:
-    """A table of launched runs: status, GPUs, minutes, log."""
-    lines = ["| run | status | GPUs | minutes | log |", "|---|---|---|---|---|"]
-    for r in runs:
-        minutes = f"{r.seconds / 60:.1f}" if r.seconds is not None else "-"
-        gpus = ",".join(r.gpus) if r.gpus else "-"
-        status = r.status + (f" ({r.error})" if r.error else "")
-        lines.append(f"| {r.name} | {status} | {gpus} | {minutes} | {r.log or '-'} |")
-    counts = [f"{sum(r.status == s for r in runs)} {s}" for s in ("ran", "skipped", "paused")]
-    counts += [f"{n} {s}" for s in ("busy", "stopped", "submitted")
-               if (n := sum(r.status == s for r in runs))]
-    counts.append(f"{sum(r.status == 'failed' for r in runs)} failed")
-    lines.append("\n" + ", ".join(counts))
-    if any(r.status == "busy" for r in runs):
-        lines.append("busy: another process runs it (or another grid launches it); launch the "
-                     "grid again once it has ended")
-    return "\n".join(lines) + "\n"
 
 
 # ----------------------------------------------------------------------------- local
@@ -294,11 +212,14 @@ class LocalLauncher:
         queue once, then get the status ``busy``."""
         while queue:
             run = queue.pop(0)
-            if run.deferred:  # busy before: finished meanwhile?
+            if run.deferred:  # busy before: finished (or replaced by another config) meanwhile?
                 run.state, run.note = run_state_and_note(run.config)
                 if run.state == "done":
                     run.status = "skipped"
                     logger.info("%s: finished by another process, skipped", run.name)
+                    continue
+                if run.state == "refused":
+                    mark_refused(run)
                     continue
             try:
                 fd, why = self._busy(run)
@@ -324,6 +245,8 @@ class LocalLauncher:
             if r.state == "done":
                 r.status = "skipped"
                 logger.info("%s: finished earlier, skipped", r.name)
+            elif r.state == "refused":
+                mark_refused(r)
             else:
                 queue.append(r)
         free = list(range(len(self.slots)))

@@ -14,6 +14,7 @@ from typing import Any
 
 from vdlib.config import layout
 from vdlib.config.experiment import ExperimentConfig, to_dict
+from vdlib.grid.grid_plan import mark_refused
 from vdlib.grid.grid_run import GridRun, visible_gpus
 
 __all__ = ["slurm_launch", "slurm_parameters", "run_member", "RunFailed", "job_error"]
@@ -141,9 +142,11 @@ def _executor(folder: Path, cluster: str | None, cfg: ExperimentConfig, n_runs: 
 def slurm_launch(runs: Sequence[GridRun], cfg: ExperimentConfig, *, cluster: str | None = None,
                  wait: bool = True, poll_s: float = 2.0, squeue_every_s: float = 30.0,
                  gone_grace_s: float = 60.0) -> list[GridRun]:
-    """Submit the unfinished runs as one job array: ``submitit.SlurmExecutor`` with
-    :func:`slurm_parameters` (``cluster`` ``"slurm"``, the default where ``sbatch`` exists), or
-    ``"local"`` / ``"debug"``: submitit's local executors on this machine. With ``wait``, each
+    """Submit the unfinished runs as one job array (a run planned ``refused``, whose folder
+    holds another config, is not submitted: its status is ``refused``):
+    ``submitit.SlurmExecutor`` with :func:`slurm_parameters` (``cluster`` ``"slurm"``, the
+    default where ``sbatch`` exists), or ``"local"`` / ``"debug"``: submitit's local executors
+    on this machine. With ``wait``, each
     run's status is set from its job's result: ``ran``, ``paused``, ``busy`` (another process
     holds the run), or ``failed`` with the run's own one-line error (:func:`job_error`).
 
@@ -159,10 +162,12 @@ def slurm_launch(runs: Sequence[GridRun], cfg: ExperimentConfig, *, cluster: str
     except ImportError as e:
         raise ImportError("the slurm launcher needs submitit: pip install submitit "
                           "(the 'cluster' extra of vdlib)") from e
-    todo = [r for r in runs if r.state != "done"]
+    todo = [r for r in runs if r.state not in ("done", "refused")]
     for r in runs:
         if r.state == "done":
             r.status = "skipped"
+        elif r.state == "refused":  # its folder holds another config: never submitted
+            mark_refused(r, "not submitted")
     if not todo:
         return list(runs)
     executor = _executor(layout.grid_dir(cfg.output_dir, cfg.experiment) / "submitit",

@@ -77,15 +77,24 @@ def run_grid(config: ExperimentConfig | Mapping[str, Any] | str,
     the co-evolution loop, in this process); it may return a folder or a :class:`RunResult`.
     ``launcher`` (``local`` or ``slurm``) spreads the runs instead, as ``vdlib grid`` does
     (:mod:`vdlib.grid.launch`: one run per GPU group, or a SLURM job array); a failed run is then an
-    error naming it, after the others have finished."""
+    error naming it, after the others have finished, and a run whose folder holds another
+    config (which ``vdlib run``, and this function without a launcher, refuse) is a
+    :class:`vdlib.loop.run_state.RunConfigMismatch` naming it and the keys that differ: its old
+    results are never returned as this config's."""
     from vdlib.grid.launch import format_results, grid_configs, launch_grid
     from vdlib.loop.coevolution import run
+    from vdlib.loop.run_state import RunConfigMismatch
 
     cfg = _cfg(config)
     grid = grid_configs(cfg, seeds)
     if launcher is not None:
         runs = launch_grid(cfg, seeds, kind=launcher)
+        refused = [f"{r.run_dir} ({r.error})" for r in runs if r.status == "refused"]
         failed = [r.name for r in runs if r.status == "failed"]
+        if refused:
+            raise RunConfigMismatch(
+                "grid runs refused, their folders hold another config (the keys that differ: "
+                f"folder -> now): {'; '.join(refused)}\n{format_results(runs)}")
         if failed:
             raise RuntimeError(f"grid runs failed: {', '.join(failed)}\n{format_results(runs)}")
         return {(r.arm, r.seed): r.run_dir for r in runs}
