@@ -94,6 +94,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except ConfigError as e:
         sys.stderr.write(f"{args.params}: {e}\n")
         return 2
+    if cfg.arms and cfg.run_id:  # each arm runs in <arm>-seed<seed>: an id would be ignored
+        from vdlib.grid.launch import run_id_refusal
+
+        name = "--run-id" if args.run_id is not None else "run_id"
+        sys.stderr.write(f"{args.params}: {run_id_refusal(cfg.run_id, cfg.arms, name)}\n")
+        return 2
     set_stop_after(args.stop_after)
     try:
         results = run_arms(cfg, on_stage=lambda t, s: logger.info("iteration %d: %s ...", t, s),
@@ -124,11 +130,11 @@ def _cmd_grid(args: argparse.Namespace) -> int:
         format_plan,
         format_results,
         gpu_slots,
+        grid_exit_status,
         plan_grid,
         slurm_launch,
         visible_gpus,
     )
-    from vdlib.loop.progress import PAUSED_EXIT
 
     over: dict[str, Any] = {"launcher": {}}
     if args.launcher:
@@ -158,17 +164,15 @@ def _cmd_grid(args: argparse.Namespace) -> int:
         return 2
     sys.stdout.write(format_plan(runs, slots))
     if args.dry_run:
-        return 0
+        return grid_exit_status(runs)  # 2 where a run is refused (its folder: another config)
     set_stop_after(args.stop_after)
     if kind == "slurm":
         runs = slurm_launch(runs, cfg, cluster=args.cluster, wait=not args.no_wait)
     else:
         runs = LocalLauncher(slots).launch(runs)
     sys.stdout.write(format_results(runs))
-    if any(r.status == "failed" for r in runs):
-        return 1
-    # paused, or busy in another process: not finished, launch the grid again later
-    return PAUSED_EXIT if any(r.status in ("paused", "busy") for r in runs) else 0
+    # 2 refused, 1 failed, 75 paused or busy (launch the grid again later), else 0
+    return grid_exit_status(runs)
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
@@ -304,7 +308,8 @@ def build_parser() -> argparse.ArgumentParser:
     rn.add_argument("--engine", choices=ENGINE_BACKENDS,
                     help="override engine.backend (the generation engine of every stage)")
     rn.add_argument("--run-id", help="override run_id (a new folder: e.g. to keep a finished "
-                    "run and start another with a changed config)")
+                    "run and start another with a changed config); refused for params with "
+                    "arms, whose runs are named <arm>-seed<seed> (give another --output-dir)")
     rn.add_argument("--force", action="store_true",
                     help="a run folder that holds another config is moved aside to "
                     "<run_id>.replaced-<time> and the run starts afresh (old and new results "
