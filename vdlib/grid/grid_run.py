@@ -16,10 +16,11 @@ __all__ = ["GridRun", "visible_gpus"]
 @dataclasses.dataclass
 class GridRun:
     """One run of a grid: its config and folder, its state on disk before launching
-    (``done``, ``partial``, ``new``; ``note`` says why a run is not ``done``: a damaged record,
-    an unreadable manifest) and, once launched, its status (``skipped``, ``ran``, ``paused``
-    at ``--stop-after``, ``busy`` in another process, ``failed``, ``stopped`` with the grid),
-    GPUs, seconds and log."""
+    (``done``, ``partial``, ``new``, ``refused``: the folder holds another config; ``note``
+    says why a run is not ``done``: the keys that differ, a damaged record, an unreadable
+    manifest) and, once launched, its status (``skipped``, ``ran``, ``paused`` at
+    ``--stop-after``, ``busy`` in another process, ``refused``, ``failed``, ``stopped`` with
+    the grid), GPUs, seconds and log."""
 
     arm: str
     seed: int
