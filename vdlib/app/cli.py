@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import math
 import os
 import sys
 import time
@@ -61,6 +62,21 @@ def _cmd_notebooks(args: argparse.Namespace) -> int:
     return 1 if any(j.status == "failed" for j in jobs) else 0
 
 
+#: the largest ``--stop-after`` (minutes; about two years)
+MAX_STOP_AFTER_MIN = 1e6
+
+
+def check_minutes_flag(flag: str, minutes: float | None) -> None:
+    """Raise a one-line :class:`ConfigError` unless ``minutes`` (a flag's value, None: not given)
+    is a finite number of minutes, 0 < minutes <= :data:`MAX_STOP_AFTER_MIN`."""
+    from vdlib.config.experiment import ConfigError
+
+    if minutes is not None and not (math.isfinite(minutes)
+                                    and 0 < minutes <= MAX_STOP_AFTER_MIN):
+        raise ConfigError(f"{flag} {minutes:g} is not allowed; allowed: a finite number of "
+                          f"minutes, 0 < MINUTES <= {MAX_STOP_AFTER_MIN:g}")
+
+
 def set_stop_after(minutes: float | None) -> None:
     """``--stop-after MINUTES``: no stage starts that would not end within that time from now
     (``$VDLIB_STOP_AT``, which a grid's runs inherit;
@@ -90,6 +106,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.engine:
         over["engine"] = {"backend": args.engine}
     try:
+        check_minutes_flag("--stop-after", args.stop_after)
         cfg = load_params(args.params, over)  # flags are validated like the file's keys
     except ConfigError as e:
         sys.stderr.write(f"{args.params}: {e}\n")
@@ -149,7 +166,10 @@ def _cmd_grid(args: argparse.Namespace) -> int:
         over["launcher"]["slurm"] = slurm
     if args.output_dir is not None:
         over["output_dir"] = args.output_dir
+    if args.seeds is not None:  # validated like the file's seeds: range and number
+        over["seeds"] = args.seeds
     try:
+        check_minutes_flag("--stop-after", args.stop_after)
         cfg = load_params(args.params, over)
         runs = plan_grid(cfg, args.seeds, verify=args.verify)
         kind = cfg.launcher.kind

@@ -27,11 +27,12 @@ from typing import Any
 import pandas as pd
 
 from vdlib.config import layout
+from vdlib.config.names import name_problem
 from vdlib.report.frames import LOOP_METRIC_COLUMNS, arm_label
 from vdlib.report.results_contrasts import DIRECTION, comparison_fields
 from vdlib.report.table_format import format_cell
 from vdlib.utils import safe_read
-from vdlib.utils.artifacts import atomic_write_json
+from vdlib.utils.artifacts import atomic_write_text
 from vdlib.utils.stats import ALPHA, SE_DDOF, compare_seeds, mean_and_se
 
 __all__ = ["RECORD_FIELDS", "PASS1_PREFIX", "collect_results", "merge_results", "load_results",
@@ -175,13 +176,43 @@ class ResultsFileError(ValueError):
 RESULTS_MAX_BYTES = 64 << 20
 
 
+#: the largest magnitude of a number in a results file: beyond any metric, pass@1 or count, and
+#: small enough that means, SEs and t statistics over seeds stay finite
+MAX_ABS_VALUE = 1e15
+#: the largest iteration of a record (``iterations``' bound) and the largest seed (``seed``'s)
+MAX_ITERATION = 1000
+MAX_SEED = 2**32 - 1
+
+
 def _not_json_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+def _finite_float(text: str) -> float:
+    """A JSON number with a fraction or exponent; one beyond a float's range (``1e309``, which
+    Python reads as infinity) is refused."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:40]} is beyond a float's range")
+    return value
+
+
 def is_finite_number(value: Any) -> bool:
-    """A JSON number that is finite (a bool is not one)."""
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    """A JSON number that is finite and at most :data:`MAX_ABS_VALUE` in magnitude (a bool is
+    not one; an integer too large for a float is not one)."""
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and abs(value) <= MAX_ABS_VALUE)
+
+
+def _sanitised(value: Any) -> Any:
+    """``value`` with every non-finite float replaced by None: what a report JSON may hold."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Mapping):
+        return {k: _sanitised(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_sanitised(v) for v in value]
+    return value
 
 
 def _check_record(path: Any, i: int, r: Any) -> None:
@@ -195,37 +226,50 @@ def _check_record(path: Any, i: int, r: Any) -> None:
     for key in ("arm", "seed", "iteration"):
         if key not in r:
             raise ResultsFileError(f"{where} has no {key!r}")
-    if not isinstance(r["arm"], str) or not r["arm"]:
-        raise ResultsFileError(f"{where}: 'arm' is not a name")
-    if not (r["seed"] is None or isinstance(r["seed"], int) and not isinstance(r["seed"], bool)):
-        raise ResultsFileError(f"{where}: 'seed' is not an integer or null")
+    problem = name_problem(r["arm"]) if r["arm"] != "base" else None
+    if problem:  # the rule of experiment, arm and run names (vdlib.config.names)
+        raise ResultsFileError(f"{where}: 'arm' is not a name ({problem})")
+    seed = r["seed"]
+    if not (seed is None or isinstance(seed, int) and not isinstance(seed, bool)
+            and 0 <= seed <= MAX_SEED):
+        raise ResultsFileError(f"{where}: 'seed' is not an integer 0 to {MAX_SEED} or null")
     t = r["iteration"]
-    if isinstance(t, bool) or not isinstance(t, int) or t < 0:
-        raise ResultsFileError(f"{where}: 'iteration' is not an integer >= 0")
+    if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t <= MAX_ITERATION:
+        raise ResultsFileError(f"{where}: 'iteration' is not an integer 0 to {MAX_ITERATION}")
     for key, value in r.items():
         if not isinstance(key, str):
             continue
         if key in RECORD_FIELDS or (key.startswith(PASS1_PREFIX) and key != "pass1_unfinished"
                                     and not key.endswith("_runs")):
             if value is not None and not is_finite_number(value):
-                raise ResultsFileError(f"{where}: {key!r} is not a finite number or null")
+                raise ResultsFileError(f"{where}: {key!r} is not a finite number (at most "
+                                       "1e15 in magnitude) or null")
         elif key.startswith(PASS1_PREFIX) and key.endswith("_runs"):
             if not isinstance(value, list) or not all(is_finite_number(v) for v in value):
-                raise ResultsFileError(f"{where}: {key!r} is not a list of finite numbers")
+                raise ResultsFileError(f"{where}: {key!r} is not a list of finite numbers (at "
+                                       "most 1e15 in magnitude)")
 
 
 def load_results(path: str | os.PathLike, data: Any = None) -> dict[str, Any]:
     """A results JSON (:func:`collect_results`), checked whole before anything reads it: at most
     :data:`RESULTS_MAX_BYTES`, valid JSON without NaN or Infinity, an object holding a
-    ``records`` list, each record as :func:`_check_record` wants it. Anything else is a
+    ``records`` list, each record as :func:`_check_record` wants it, one record per arm, seed
+    and iteration. Anything else is a
     :class:`ResultsFileError` naming the file (and the record and key). ``data``: the file's
     value where the caller has read it already (:func:`read_json_file`); checked the same."""
     data = read_json_file(path) if data is None else data
     if not isinstance(data, dict) or not isinstance(data.get("records"), list):
         what = f"a {type(data).__name__}" if not isinstance(data, dict) else "an object"
         raise ResultsFileError(f"{path}: not a results file (no 'records' list in {what})")
+    seen: dict[tuple[Any, Any, Any], int] = {}
     for i, r in enumerate(data["records"]):
         _check_record(path, i, r)
+        first = seen.setdefault((r["arm"], r["seed"], r["iteration"]), i)
+        if first != i:  # the summary and effects tables need one record per arm, seed, iteration
+            seed = "" if r["seed"] is None else f" seed {r['seed']}"
+            raise ResultsFileError(f"{path}: records[{first}] and records[{i}] are both "
+                                   f"{r['arm']}{seed} iteration {r['iteration']}; keep one "
+                                   "(merge_results keeps a rerun's records)")
     return data
 
 
@@ -244,7 +288,7 @@ def read_json_file(path: str | os.PathLike) -> Any:
     if not text.strip():
         raise ResultsFileError(f"{path}: empty; not a results file")
     try:
-        data = json.loads(text, parse_constant=_not_json_constant)
+        data = json.loads(text, parse_constant=_not_json_constant, parse_float=_finite_float)
     except json.JSONDecodeError as e:
         raise ResultsFileError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}, column "
                                f"{e.colno}); truncated or not a results file") from None
@@ -461,6 +505,9 @@ def results_report(path: str | os.PathLike, out_dir: str | os.PathLike,
     data = load_results(path, data)
     name = name or Path(path).stem
     frame = loop_frame(data)
+    if frame.empty:  # the figure and the tables are drawn from the loop metrics
+        raise ResultsFileError(f"{path}: no record of a trained arm holds a loop metric "
+                               f"({', '.join(RECORD_FIELDS[:3])}, ...); nothing to report")
     tables = [("summary", summary_table(data)), ("pass1", pass1_table(data)),
               ("paper", paper_table(data)), ("effects", effects_table(data))]
     contrasts = contrasts_table(frame[frame["metric"].isin(CONTRAST_METRICS)])
@@ -488,7 +535,9 @@ def write_report(out: Path, name: str, source: Any, meta: Mapping[str, Any],
         base.with_suffix(".md").write_text(
             f"{notes[suffix]}\n\n{table.to_markdown(index=False)}\n", encoding="utf-8")
         written += [base.with_suffix(".csv"), base.with_suffix(".md")]
-    written.append(atomic_write_json(out / f"{name}_report.json",
-                                     {"source": str(source), **meta,
-                                      "files": [p.name for p in written]}))
+    report = _sanitised({"source": str(source), **meta, "files": [p.name for p in written]})
+    # never Infinity or NaN: a report JSON is read by strict JSON parsers
+    written.append(atomic_write_text(out / f"{name}_report.json",
+                                     json.dumps(report, indent=2, ensure_ascii=False,
+                                                allow_nan=False) + "\n"))
     return written

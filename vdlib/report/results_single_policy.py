@@ -29,9 +29,11 @@ from typing import Any
 
 import pandas as pd
 
+from vdlib.config.names import name_problem
 from vdlib.report.frames import arm_label
 from vdlib.report.paper_values import paper_cells, paper_series
 from vdlib.report.results import (
+    MAX_SEED,
     ResultsFileError,
     is_finite_number,
     read_json_file,
@@ -49,6 +51,8 @@ __all__ = ["ENTROPY_WINDOW", "is_single_policy", "load_single_policy", "entropy_
 #: step to step: 0.07-0.26 over its baseline's last 30 steps)
 ENTROPY_WINDOW = 10
 _PAPER = ("tab:vanilla_entropy", "Qwen3-4B-Base")
+#: the largest training step of a logged step
+MAX_STEP = 10**9
 
 
 def is_single_policy(data: Any) -> bool:
@@ -62,19 +66,22 @@ def _check_run(path: Any, i: int, run: Any) -> None:
     where = f"{path}: runs[{i}]"
     if not isinstance(run, dict):
         raise ResultsFileError(f"{where} is a {type(run).__name__}, not an object")
-    if not isinstance(run.get("arm"), str) or not run["arm"]:
-        raise ResultsFileError(f"{where}: 'arm' is not a name")
-    if isinstance(run.get("seed"), bool) or not isinstance(run.get("seed"), int):
-        raise ResultsFileError(f"{where}: 'seed' is not an integer")
+    problem = name_problem(run.get("arm"))
+    if problem:  # the rule of experiment, arm and run names (vdlib.config.names)
+        raise ResultsFileError(f"{where}: 'arm' is not a name ({problem})")
+    seed = run.get("seed")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise ResultsFileError(f"{where}: 'seed' is not an integer 0 to {MAX_SEED}")
     if not isinstance(run.get("steps"), list):
         raise ResultsFileError(f"{where}: 'steps' is not a list")
     for j, s in enumerate(run["steps"]):
         if not isinstance(s, dict) or isinstance(s.get("step"), bool) \
-                or not isinstance(s.get("step"), int):
-            raise ResultsFileError(f"{where}.steps[{j}]: no integer 'step'")
+                or not isinstance(s.get("step"), int) or not 0 <= s["step"] <= MAX_STEP:
+            raise ResultsFileError(f"{where}.steps[{j}]: no integer 'step' 0 to {MAX_STEP}")
         for key in ("entropy", "reward"):
             if s.get(key) is not None and not is_finite_number(s[key]):
-                raise ResultsFileError(f"{where}.steps[{j}]: {key!r} is not a finite number")
+                raise ResultsFileError(f"{where}.steps[{j}]: {key!r} is not a finite number "
+                                       "(at most 1e15 in magnitude)")
     _check_pass1(f"{where}.pass1", run.get("pass1"))
 
 
