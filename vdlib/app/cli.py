@@ -68,13 +68,14 @@ MAX_STOP_AFTER_MIN = 1e6
 
 def check_minutes_flag(flag: str, minutes: float | None) -> None:
     """Raise a one-line :class:`ConfigError` unless ``minutes`` (a flag's value, None: not given)
-    is a finite number of minutes, 0 < minutes <= :data:`MAX_STOP_AFTER_MIN`."""
+    is a finite number of minutes, 0 <= minutes <= :data:`MAX_STOP_AFTER_MIN` (0: pause before
+    the next stage)."""
     from vdlib.config.experiment import ConfigError
 
     if minutes is not None and not (math.isfinite(minutes)
-                                    and 0 < minutes <= MAX_STOP_AFTER_MIN):
+                                    and 0 <= minutes <= MAX_STOP_AFTER_MIN):
         raise ConfigError(f"{flag} {minutes:g} is not allowed; allowed: a finite number of "
-                          f"minutes, 0 < MINUTES <= {MAX_STOP_AFTER_MIN:g}")
+                          f"minutes, 0 <= MINUTES <= {MAX_STOP_AFTER_MIN:.0f}")
 
 
 def set_stop_after(minutes: float | None) -> None:
@@ -462,18 +463,62 @@ def _cmd_results(args: argparse.Namespace) -> int:
     return 0
 
 
+#: exit status after Ctrl-C: that of a process SIGINT ended (128 + 2)
+INTERRUPTED_EXIT = 130
+#: what a library says when a write failed for want of space (safetensors' Rust I/O error,
+#: torch's stream writer, an OSError's text): disk full or over quota
+_DISK_FULL_TEXTS = ("no space left on device", "os error 28", "storagefull",
+                    "disk quota exceeded", "os error 122", "filesystemquotaexceeded")
+
+
+def disk_full_failure(err: BaseException) -> str | None:
+    """The one-line message of a disk that filled (or a quota that ran out) inside a library
+    call, e.g. a checkpoint save, whose error wraps or only describes the ``OSError``
+    (``ENOSPC``, ``EDQUOT``); None if ``err`` and its causes say nothing of it."""
+    import errno
+
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [err]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen or len(seen) > 20:
+            continue
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+            return expected_failure(e)
+        text = str(e)
+        if any(t in text.lower() for t in _DISK_FULL_TEXTS):
+            first = " ".join(text.split())[:200]
+            return expected_failure(OSError(errno.ENOSPC, f"No space left on device ({first})"))
+        todo += [e.__cause__, e.__context__]
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     exit_on_sigterm()
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from vdlib.config.env_settings import check_environment
+    from vdlib.config.experiment import ConfigError
+
+    try:  # the VDLIB_* settings a command (or a grid's runs) reads later, checked first
+        check_environment()
+    except ConfigError as e:
+        sys.stderr.write(f"vdlib {args.command}: {e}\n")
+        return 2
     try:
         return args.func(args)
+    except KeyboardInterrupt:  # Ctrl-C: every file is whole or absent, a rerun resumes
+        if args.verbose:
+            raise
+        sys.stderr.write(f"vdlib {args.command}: interrupted; resume with the same command\n")
+        return INTERRUPTED_EXIT
     except Exception as e:  # noqa: BLE001 - expected failures get one line, others re-raise
         from vdlib.loop.progress import BUSY_EXIT
         from vdlib.loop.run_state import RunLockedError
 
-        message = expected_failure(e)
+        message = expected_failure(e) or disk_full_failure(e)
         if message is None or args.verbose:
             raise
         sys.stderr.write(f"vdlib {args.command}: {message}\n(-v shows the traceback)\n")

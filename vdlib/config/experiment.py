@@ -224,7 +224,7 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
             try:
                 return float(value)
             except OverflowError:  # an integer beyond a float's range: as 1e999 reads
-                return math.copysign(math.inf, value)
+                return math.inf if value > 0 else -math.inf
         # PyYAML (YAML 1.1) reads "1e-6" as a string: accept numeric strings for floats.
         if isinstance(value, str) and len(value) <= 400 and _FLOAT_RE.match(value.strip()):
             return float(value)

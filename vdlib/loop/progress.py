@@ -20,7 +20,6 @@ there.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Iterator
@@ -44,15 +43,12 @@ class RunPaused(Exception):
 
 
 def deadline() -> float | None:
-    """``$VDLIB_STOP_AT`` as epoch seconds, or None when unset or unreadable."""
-    raw = os.environ.get(STOP_AT_ENV)
-    if not raw:
-        return None
-    try:
-        return float(raw)
-    except ValueError:
-        logger.warning("%s=%r is not a number of seconds; ignored", STOP_AT_ENV, raw)
-        return None
+    """``$VDLIB_STOP_AT`` as epoch seconds, or None when unset or not a number of epoch
+    seconds (a warning; ``vdlib`` refuses such a value before any command)."""
+    from vdlib.config.env_settings import env_number_or_default
+
+    stop = env_number_or_default(STOP_AT_ENV)
+    return None if stop is None else float(stop)
 
 
 def check_deadline(label: str, expected: float | None = None, *,
@@ -94,13 +90,12 @@ def eta_text(elapsed: float, expected: float | None) -> str:
 
 
 def default_interval() -> float:
-    """Seconds between heartbeat lines: ``$VDLIB_HEARTBEAT_S`` or 30 (0 = off)."""
-    raw = os.environ.get("VDLIB_HEARTBEAT_S", "30")
-    try:
-        return max(float(raw), 0.0)
-    except ValueError:
-        logger.warning("VDLIB_HEARTBEAT_S=%r is not a number; using 30", raw)
-        return 30.0
+    """Seconds between heartbeat lines: ``$VDLIB_HEARTBEAT_S`` or 30 (0 = off; a value that is
+    not a number from 0 to 86400: 30 and a warning, and ``vdlib`` refuses it before any
+    command)."""
+    from vdlib.config.env_settings import env_number_or_default
+
+    return float(env_number_or_default("VDLIB_HEARTBEAT_S"))
 
 
 @contextmanager
