@@ -382,18 +382,21 @@ class ExperimentConfig:
     """One experiment (one arm of one notebook). Nested sections hold the hyperparameters."""
 
     experiment: str = param("quickstart", "Experiment name; artifacts go to "
-                            "<output_dir>/<experiment>/<run_id>/.")
+                            "<output_dir>/<experiment>/<run_id>/. A name: letters, digits, "
+                            "_ . + -, not starting with '.' or '-', at most 128 bytes, not a "
+                            "name vdlib uses for its own folders (vdlib.config.names).")
     profile: str = param("paper", "Size preset merged under your values: tiny (CPU, packaged "
                          "SmolLM2), gpu (one GPU), paper (the paper's settings); the presets "
                          "are vdlib.config.PROFILE_PRESETS.")
     seed: int = param(0, "Run seed: sampling, masks (derived per iteration/phase/step) and "
                       "training.", ge=0, le=2**32 - 1)
     seeds: list[int] = param([0, 1, 2], f"Seeds of the independent runs per configuration. "
-                             f"{SETUP}: 3.", ge=0, le=2**32 - 1)
+                             f"{SETUP}: 3. At most 100 seeds.", ge=0, le=2**32 - 1)
     iterations: int = param(5, f"Co-evolution iterations T. {SETUP}: 5.", gt=0,
                            le=1000)
     output_dir: str = param("outputs", "Root folder of run artifacts (gitignored).")
-    run_id: str | None = param(None, "Run folder name; null = derived from experiment and seed.")
+    run_id: str | None = param(None, "Run folder name (the rule of experiment names); null = "
+                               "derived from experiment and seed.")
     arms: list[str] = param([], "Arms a notebook compares (vdlib.loop.arms: baseline, vd85, vd75, "
                             "train_only, gen_only, anneal, kl_cov, kl_cov_offpolicy, clip_cov, "
                             "vd85_gen, vd95, vd75_fail_neg, baseline_fail_neg); empty = this "
