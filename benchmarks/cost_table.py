@@ -684,6 +684,16 @@ NOTEBOOKS = (
     ("params/smollm2/loop_vllm.yaml", "h200", 1, None, 1),
     ("params/smollm2/timed_iteration.yaml", "h200", 1, None, 1),
     ("params/smollm2/topology_2gpu.yaml", "h100", 2, None, 1),
+    ("params/smollm2/topology_2gpu.yaml", "h200", 2, None, 1),
+    ("params/gpu-small/single_policy.yaml", "h200", 1, None, 3),
+    ("params/gpu/main_table.yaml", "h200", 1, None, 1),
+    ("params/gpu/phase_ablation.yaml", "h200", 1, None, 1),
+    ("params/gpu/annealing.yaml", "h200", 1, None, 1),
+    ("params/gpu/cross_scale.yaml", "h200", 1, None, 1),
+    ("params/gpu/curriculum_transfer.yaml", "h200", 1, None, 1),
+    ("params/gpu/single_policy.yaml", "h200", 1, None, 1),
+    ("params/gpu/quickstart.yaml", "h200", 1, None, 1),
+    ("params/gpu/method_walkthrough.yaml", "h200", 1, None, 1),
 )
 
 
@@ -704,7 +714,7 @@ def notebook_block(table: dict[str, Any]) -> str:
                      f"{w.arms} x {w.seeds} = {w.runs}, {w.iterations} | "
                      f"{duration(plan.iteration_s)} | {duration(plan.run_s)} | "
                      f"{duration(plan.notebook_wall_s)} | {plan.notebook_gpu_hours:.2f} | "
-                     f"`{plan.entry}` |")
+                     f"`{plan.entry}`{' (**estimate**: derived)' if plan.estimate else ''} |")
     return "\n".join(lines)
 
 
@@ -757,8 +767,9 @@ def paper_block(table: dict[str, Any]) -> str:
 
 def paper_cost_block(table: dict[str, Any]) -> str:
     """docs/SCALING.md's cost of each paper notebook on the paper's hardware (a run on 2 x H200,
-    one run at a time), from ``vdlib plan --gpus-per-run 2``, or what is missing for it."""
-    from vdlib.app.plan import NOT_COEVOLUTION, MissingFigures, PlanError, make_plan
+    one run at a time), from ``vdlib plan PARAMS`` (the paper params take 2 GPUs a run), or
+    what is missing for it; notebooks 03 and 04 are their GRPO and evaluation."""
+    from vdlib.app.plan import MissingFigures, PlanError, make_plan
     from vdlib.app.plan_report import duration
     from vdlib.config.experiment import load_params
 
@@ -766,11 +777,9 @@ def paper_cost_block(table: dict[str, Any]) -> str:
              "evaluation) | notebook wall, one 2-GPU machine | notebook GPU-hours | figures |",
              "|---|---|---:|---:|---:|---:|---|"]
     for path in sorted((ROOT / "params" / "paper").glob("*.yaml")):
-        if path.stem.split("@")[0] in NOT_COEVOLUTION:
-            continue
         cfg = load_params(path)
         try:
-            plan = make_plan(cfg, params=rel(path), card="h200", gpus_per_run=2, table=table)
+            plan = make_plan(cfg, params=rel(path), card="h200", table=table)
         except (MissingFigures, PlanError) as e:
             text = str(e)
             why = ("no figures for shape " + text.split("no figures for shape ")[1]
@@ -782,7 +791,7 @@ def paper_cost_block(table: dict[str, Any]) -> str:
         lines.append(f"| `{rel(path)}` | {w.arms} x {w.seeds} = {w.runs} x {w.iterations} | "
                      f"{duration(plan.iteration_s)} | {duration(plan.run_s)} | "
                      f"{duration(plan.notebook_wall_s)} | {plan.notebook_gpu_hours:,.0f} | "
-                     f"`{plan.entry}` |")
+                     f"`{plan.entry}`{' (**estimate**)' if plan.estimate else ''} |")
     return "\n".join(lines)
 
 

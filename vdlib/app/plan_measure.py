@@ -128,6 +128,8 @@ def _measured_config(params: str, work: Path, gpus_per_run: int, eval_limit: int
         base["engine"].update(backend="server",
                               server_gpus=[str(i) for i in range(gpus_per_run)])
         base["model"]["device"] = "cuda:0"
+    # the measurement's own topology, one process (vdlib.loop.gpu_count accepts it)
+    base["launcher"]["gpus_per_run"] = gpus_per_run
     return load_params(arm_params(base, arm) if arm else base)
 
 

@@ -19,7 +19,8 @@ logger = logging.getLogger(__name__)
 
 _LABEL = {"proposer": "proposer GRPO (rollouts, reward, update)", "generate": "curriculum "
           "generation", "score": "scoring", "curriculum": "difficulty filter",
-          "solver": "solver GRPO", "metrics": "metrics"}
+          "solver": "solver GRPO", "metrics": "metrics",
+          "policy": "single-policy GRPO", "transfer": "transfer GRPO (model.transfer)"}
 
 
 def duration(seconds: float) -> str:
@@ -69,18 +70,23 @@ def format_plan(plan: Plan) -> str:
     params_m = plan.shape.params() / 1e6
     size = f"{params_m / 1000:.2f} B" if params_m >= 1000 else f"{params_m:.1f} M"
     mem = {m.stage: m for m in plan.memory}
+    coev = plan.kind == "coevolution"
+    figures = (f"- figures: `{plan.entry}` (vdlib/data/cost_table.json: measured; each figure "
+               "names its source)" if not plan.estimate else
+               f"- figures: `{plan.entry}`: {plan.estimate}")
     out = [
         f"# vdlib plan {plan.params}", "",
         f"- model shape **{plan.shape.name}** ({size} parameters), card **{plan.card.upper()}**, "
         f"{_n(plan.gpus, 'GPU')}: {_n(plan.gpus_per_run, 'GPU')} a run, "
         f"{_n(plan.runs_per_gpu, 'run')} a GPU, {_n(plan.parallel, 'run')} at once",
-        f"- figures: `{plan.entry}` (vdlib/data/cost_table.json: measured; each figure names "
-        "its source)",
-        f"- output lengths assumed (tokens): question {n.question:.0f}, proposer rollout "
-        f"{n.proposer_rollout:.0f}, solver answer {n.answer:.0f}, solver rollout "
-        f"{n.solver_rollout:.0f}, evaluation answer {n.eval_answer:.0f}; "
-        f"{100 * n.valid_fraction:.1f} % of questions valid ({n.source})", "",
-        "## One iteration", "",
+        figures,
+        (f"- output lengths assumed (tokens): question {n.question:.0f}, proposer rollout "
+         f"{n.proposer_rollout:.0f}, solver answer {n.answer:.0f}, solver rollout "
+         f"{n.solver_rollout:.0f}, evaluation answer {n.eval_answer:.0f}; "
+         f"{100 * n.valid_fraction:.1f} % of questions valid ({n.source})" if coev else
+         f"- output lengths assumed (tokens): rollout {n.solver_rollout:.0f}, evaluation "
+         f"answer {n.eval_answer:.0f} ({n.source})"), "",
+        "## One iteration" if coev else "## One run's GRPO", "",
         "| stage | work | seconds | of which start-up | GPU-hours | peak GiB / GPU (est.) |",
         "|---|---|---:|---:|---:|---:|"]
     for s in plan.stages:
@@ -89,17 +95,19 @@ def format_plan(plan: Plan) -> str:
                    f"{plan.gpu_hours(s.seconds):.3f} | "
                    f"{f'{max(gib):.1f}' if gib else '-'} |")
     peak = max(m.total_gib for m in plan.memory)
-    out.append(f"| **iteration** | | **{plan.iteration_s:,.1f}** ({duration(plan.iteration_s)}) "
+    out.append(f"| **{'iteration' if coev else 'GRPO'}** | | **{plan.iteration_s:,.1f}** "
+               f"({duration(plan.iteration_s)}) "
                f"| | {plan.gpu_hours(plan.iteration_s):.3f} | max {peak:.1f} of "
                f"{plan.memory[0].card_gib:.0f} |")
     ev, base = plan.evaluation, plan.base_evaluation
     out += ["", "## Run and notebook", "",
             "| what | work | wall | GPU-hours |", "|---|---|---:|---:|",
-            f"| one iteration | the six stages | {duration(plan.iteration_s)} | "
-            f"{plan.gpu_hours(plan.iteration_s):.2f} |",
-            f"| final solver's evaluation | {ev.what} | {duration(ev.seconds)} | "
-            f"{plan.gpu_hours(ev.seconds):.2f} |",
-            f"| one run | {_n(w.iterations, 'iteration')} + the evaluation | "
+            f"| {'one iteration' if coev else 'GRPO'} | "
+            f"{'the six stages' if coev else plan.stages[0].what} | "
+            f"{duration(plan.iteration_s)} | {plan.gpu_hours(plan.iteration_s):.2f} |",
+            f"| {'final solver' if coev else 'trained model'}'s evaluation | {ev.what} | "
+            f"{duration(ev.seconds)} | {plan.gpu_hours(ev.seconds):.2f} |",
+            f"| one run | {_n(w.iterations, 'iteration') if coev else 'GRPO'} + the evaluation | "
             f"{duration(plan.run_s)} | "
             f"{plan.gpu_hours(plan.run_s):.2f} |",
             f"| starting checkpoint's evaluation (once) | {base.what} | "
@@ -128,11 +136,11 @@ def add_plan_command(command: Callable[..., Any]) -> None:
     p.add_argument("params", help="params YAML, e.g. params/paper/main_table.yaml")
     p.add_argument("--card", choices=list(CARDS), default="h200",
                    help="the GPU the runs will use (default h200, the paper's)")
-    p.add_argument("--gpus", type=int, help="GPUs the notebook's runs spread over (default: "
+    p.add_argument("--gpus", help="GPUs the notebook's runs spread over (default: "
                    "one run's GPUs, so runs go one after another)")
-    p.add_argument("--gpus-per-run", type=int, help="GPUs a run takes (default: the params' "
+    p.add_argument("--gpus-per-run", help="GPUs a run takes (default: the params' "
                    "launcher.gpus_per_run, or its engine.server_gpus with the server backend)")
-    p.add_argument("--runs-per-gpu", type=int, default=1, help="runs sharing one GPU, as "
+    p.add_argument("--runs-per-gpu", default="1", help="runs sharing one GPU, as "
                    "`vdlib grid --gpus 0,0,0` does (default 1)")
     p.add_argument("--lengths", choices=["measured", "max"], default="measured",
                    help="output lengths: the measured runs' means (default), or every output "
@@ -152,12 +160,12 @@ def add_plan_command(command: Callable[..., Any]) -> None:
                    "(<dir>/<name>/test.jsonl), e.g. ../shared/benchmarks")
     m.add_argument("--work", default="/tmp/vdlib_plan_measure",
                    help="--measure: scratch folder for the run")
-    m.add_argument("--eval-limit", type=int, default=64,
+    m.add_argument("--eval-limit", default="64",
                    help="--measure: items per benchmark of the evaluation measured (default 64)")
-    m.add_argument("--steps", type=int, default=2,
+    m.add_argument("--steps", default="2",
                    help="--measure: GRPO global batches of each role, at the params' batch "
                    "shapes (default 2; never more than the params'); the figures are per step")
-    m.add_argument("--questions", type=int, default=128,
+    m.add_argument("--questions", default="128",
                    help="--measure: questions K generated and scored (default 128; never more "
                    "than the params'); the figures are per token")
     m.add_argument("--skip", default="", metavar="STAGE,...",
@@ -167,6 +175,41 @@ def add_plan_command(command: Callable[..., Any]) -> None:
     p.set_defaults(func=plan_command)
 
 
+#: vdlib plan's numeric flags: (attribute, allowed range). Parsed here, not by argparse, so
+#: that a bad value ends in one line naming the flag (issue 50: no usage block, no traceback).
+NUMERIC_FLAGS = {"gpus": (1, 4096), "gpus_per_run": (1, 1024), "runs_per_gpu": (1, 1024),
+                 "eval_limit": (1, 10**6), "steps": (1, 10**6), "questions": (1, 10**7)}
+
+
+def numeric_flags(args: Any) -> None:
+    """Replace each of :data:`NUMERIC_FLAGS` given as text by its integer; raise ValueError in
+    one line naming the flag when it is not a whole number in its range (``nan``, ``inf``,
+    ``1e400``, ``2.5``, ``-1``, ``10**30`` all are refused).
+
+    >>> from types import SimpleNamespace
+    >>> a = SimpleNamespace(gpus="4", gpus_per_run=None)
+    >>> numeric_flags(a); a.gpus
+    4
+    >>> numeric_flags(SimpleNamespace(gpus="nan"))
+    Traceback (most recent call last):
+    ...
+    ValueError: --gpus 'nan': allowed: a whole number from 1 to 4096
+    """
+    for name, (lo, hi) in NUMERIC_FLAGS.items():
+        raw = getattr(args, name, None)
+        if raw is None or isinstance(raw, int) and not isinstance(raw, bool) and lo <= raw <= hi:
+            continue
+        text = str(raw).strip()
+        flag = "--" + name.replace("_", "-")
+        allowed = f"allowed: a whole number from {lo} to {hi}"
+        if len(text) > 12 or not text.lstrip("+-").isdigit():
+            raise ValueError(f"{flag} {text[:40]!r}: {allowed}")
+        value = int(text)
+        if not lo <= value <= hi:
+            raise ValueError(f"{flag} {value}: {allowed}")
+        setattr(args, name, value)
+
+
 def plan_command(args: Any) -> int:
     """``vdlib plan``: print the plan (exit 0), or what the table lacks (exit 2)."""
     from vdlib.app.plan import make_plan
@@ -174,12 +217,19 @@ def plan_command(args: Any) -> int:
     from vdlib.config import ConfigError, load_params
 
     try:
+        numeric_flags(args)
+    except ValueError as e:
+        sys.stderr.write(f"vdlib plan: {e}\n")
+        return 2
+    try:
         if args.measure:
             from vdlib.app.plan_measure import measure
 
             entry = measure(args.params, card=args.card, out=args.out, work=args.work,
                             dummy_weights=args.dummy_weights, tokenizer=args.tokenizer,
-                            gpus_per_run=args.gpus_per_run or 1, bench_dir=args.bench_dir,
+                            gpus_per_run=args.gpus_per_run or max(
+                                load_params(args.params).launcher.gpus_per_run, 1),
+                            bench_dir=args.bench_dir,
                             eval_limit=args.eval_limit, steps=args.steps,
                             questions=args.questions,
                             skip=tuple(x for x in args.skip.split(",") if x))

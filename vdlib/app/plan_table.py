@@ -26,12 +26,15 @@ Nothing here imports torch or loads a model: a local checkpoint's shape is read 
 from __future__ import annotations
 
 import json
+import math
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 __all__ = ["DEFAULT_TABLE", "CARDS", "PlanError", "MissingFigures", "Shape", "load_table",
+           "validate_table", "STAGE_FIGURES",
            "resolve_shape", "card_memory_gib", "select_figures", "measure_command"]
 
 DEFAULT_TABLE = Path(__file__).resolve().parents[1] / "data" / "cost_table.json"
@@ -90,19 +93,110 @@ class Shape:
         return 2 * self.layers * self.kv_heads * self.head_dim * dtype_bytes
 
 
+#: Largest cost table read (the packaged one is ~60 KiB).
+MAX_TABLE_BYTES = 16 * 2**20
+_SHAPE_INTS = ("hidden", "layers", "heads", "kv_heads", "head_dim", "intermediate", "vocab")
+_ENTRY_KEYS = {"id": str, "shape": str, "card": str, "backend": str, "lifetime": str,
+               "gpus_per_run": int, "runs_per_gpu": int, "stages": dict, "lengths": dict}
+_LENGTHS = ("question", "proposer_rollout", "answer", "solver_rollout", "valid_fraction",
+            "reward_answers_per_rollout")
+
+
+def _number(value: Any, where: str, *, integer: bool = False, zero: bool = False) -> None:
+    """A finite positive number (an integer with ``integer``; 0 allowed with ``zero``)."""
+    ok = isinstance(value, int if integer else (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(value) and (value >= 0 if zero else value > 0)
+    if not ok:
+        kind = "an integer" if integer else "a number"
+        raise ValueError(f"{where} = {str(value)[:40]!r}: allowed: {kind} "
+                         f"{'>= 0' if zero else '> 0'}, finite")
+
+
+def validate_table(table: Any) -> None:
+    """Raise ValueError naming the first key of ``table`` that ``vdlib plan`` could not use:
+    the sections, each card's memory, each shape's dimensions, each entry's identity, lengths
+    and stage figures (finite, positive)."""
+    if not isinstance(table, dict):
+        raise ValueError(f"the top level is a {type(table).__name__}, not an object")
+    missing = {"cards", "shapes", "entries"} - set(table)
+    if missing:
+        raise ValueError(f"a cost table needs {', '.join(sorted(missing))}")
+    for key, kind in (("cards", dict), ("shapes", dict), ("entries", list),
+                      ("partial", list), ("measured", dict)):
+        if key in table and not isinstance(table[key], kind):
+            raise ValueError(f"{key} is a {type(table[key]).__name__}, not a "
+                             f"{'list' if kind is list else 'object'}")
+    for name, card in table["cards"].items():
+        if not isinstance(card, dict):
+            raise ValueError(f"cards.{name} is not an object")
+        _number(card.get("memory_gib"), f"cards.{name}.memory_gib")
+    for name, row in table["shapes"].items():
+        if not isinstance(row, dict):
+            raise ValueError(f"shapes.{name} is not an object")
+        for k in _SHAPE_INTS:
+            _number(row.get(k), f"shapes.{name}.{k}", integer=True)
+        if not isinstance(row.get("names", []), list):
+            raise ValueError(f"shapes.{name}.names is not a list")
+    for i, e in enumerate(table["entries"]):
+        if not isinstance(e, dict):
+            raise ValueError(f"entries[{i}] is not an object")
+        where = f"entries[{i}] ({str(e.get('id'))[:60]})"
+        for k, kind in _ENTRY_KEYS.items():
+            if not isinstance(e.get(k), kind) or isinstance(e.get(k), bool):
+                raise ValueError(f"{where}.{k}: missing or not {kind.__name__}")
+        for k in ("gpus_per_run", "runs_per_gpu"):
+            _number(e[k], f"{where}.{k}", integer=True)
+        for k in _LENGTHS:
+            _number(e["lengths"].get(k), f"{where}.lengths.{k}", zero=True)
+        for stage, fig in e["stages"].items():
+            if not isinstance(fig, dict):
+                raise ValueError(f"{where}.stages.{stage} is not an object")
+            for k in STAGE_FIGURES.get(stage, ()):
+                if k in fig:
+                    _number(fig[k], f"{where}.stages.{stage}.{k}", zero=k == "startup_s")
+            if "reward_tokens_per_s" in fig:
+                _number(fig["reward_tokens_per_s"], f"{where}.stages.{stage}.reward_tokens_per_s")
+    for i, e in enumerate(table.get("partial", [])):
+        if not isinstance(e, dict) or not all(isinstance(e.get(k), str) for k in
+                                              ("id", "shape", "card", "backend")) \
+                or not isinstance(e.get("figures"), list):
+            raise ValueError(f"partial[{i}]: needs id, shape, card, backend and figures")
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number a cost table may hold")
+
+
 def load_table(path: str | os.PathLike | None = None) -> dict[str, Any]:
-    """The cost table (default: the packaged ``vdlib/data/cost_table.json``)."""
+    """The cost table (default: the packaged ``vdlib/data/cost_table.json``), checked
+    (:func:`validate_table`): a path that is not a regular file, a file over
+    :data:`MAX_TABLE_BYTES`, bytes that are not UTF-8 JSON, NaN or Infinity, or a key plan could
+    not use, raise :class:`PlanError` in one line naming the file."""
     path = Path(path) if path else DEFAULT_TABLE
     try:
-        table = json.loads(path.read_text(encoding="utf-8"))
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise PlanError(f"{path}: not a regular file (a cost table is a JSON file)")
+        if info.st_size > MAX_TABLE_BYTES:
+            raise PlanError(f"{path}: {info.st_size:,} bytes; a cost table is at most "
+                            f"{MAX_TABLE_BYTES:,}")
+        table = json.loads(path.read_bytes().decode("utf-8"), parse_constant=_no_constant)
+    except PlanError:
+        raise
     except FileNotFoundError:
         raise PlanError(f"{path}: no cost table there (the packaged one is {DEFAULT_TABLE})"
                         ) from None
-    except json.JSONDecodeError as e:
-        raise PlanError(f"{path}: not a JSON cost table ({e})") from None
-    missing = {"cards", "shapes", "entries"} - set(table)
-    if missing:
-        raise PlanError(f"{path}: a cost table needs {', '.join(sorted(missing))}")
+    except OSError as e:
+        raise PlanError(f"{path}: cannot read the cost table ({e.strerror or e})") from None
+    except UnicodeDecodeError:
+        raise PlanError(f"{path}: not UTF-8 text (a cost table is JSON)") from None
+    except (ValueError, RecursionError) as e:
+        raise PlanError(f"{path}: not a JSON cost table ({str(e).splitlines()[0][:200]})"
+                        ) from None
+    try:
+        validate_table(table)
+    except ValueError as e:
+        raise PlanError(f"{path}: not a usable cost table: {e}") from None
     return table
 
 

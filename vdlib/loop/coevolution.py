@@ -336,6 +336,9 @@ def run(config: ExperimentConfig | str | dict, on_stage: Callable[[int, str], No
     (:class:`vdlib.loop.run_state.RunConfigMismatch`), or with ``force`` moved aside first."""
     cfg = config if isinstance(config, ExperimentConfig) else load_params(config)
     init_distributed()
+    from vdlib.loop.gpu_count import check_gpus_per_run
+
+    check_gpus_per_run(cfg)  # launcher.gpus_per_run: the GPUs a run takes, before any model
     check_visible_gpus(cfg)
     return Loop(cfg, force=force).run(on_stage)
 
