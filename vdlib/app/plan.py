@@ -15,7 +15,9 @@ The arithmetic, all pure (docs/SCALING.md, "Planning a run: vdlib plan"):
   generated tokens / the measured tokens per second (generation, scoring, evaluation), GRPO
   steps x the measured seconds per step scaled by the step's generated tokens against the
   measured step's (rollouts, and for the proposer the reward's M answers per valid rollout), or
-  questions x seconds per question (metrics);
+  questions x seconds per question (metrics); a run adds once what its figures measured
+  iteration 1 to spend beyond a later one (``first_iteration_extra_s``: the warm-start, cold
+  caches, engine starts under ``engine.lifetime: run``);
 - **memory** (:func:`memory_plan`): an estimate per stage and GPU: the policy in mixed
   precision (fp32 weights, gradients and AdamW's two moments: 16 bytes a parameter; with
   ``optimizer_offload`` bf16 weights and fp32 gradient sums, 6 bytes, the rest in CPU
@@ -126,6 +128,7 @@ class StageCost:
     startup_s: float
     what: str
     entry: str = ""
+    first_extra_s: float = 0.0  # what iteration 1 adds (its figures' first_iteration_extra_s)
 
 
 @dataclass(frozen=True)
@@ -286,7 +289,8 @@ def iteration_costs(work: Work, lengths: Lengths, figures: dict[str, dict[str, A
         fig = figures[stage]
         seconds, tokens = stage_seconds(stage, work, lengths, fig)
         out.append(StageCost(stage, seconds, tokens, fig.get("startup_s", 0.0),
-                             _what(stage, work, lengths), fig.get("entry", "")))
+                             _what(stage, work, lengths), fig.get("entry", ""),
+                             float(fig.get("first_iteration_extra_s", 0.0))))
     return out
 
 
@@ -369,8 +373,16 @@ class Plan:
         return round(sum(s.seconds for s in self.stages), 1)
 
     @property
+    def first_extra_s(self) -> float:
+        """What iteration 1 spends beyond a later one (start-ups its figures measured apart:
+        the warm-start, cold caches, engine starts under ``engine.lifetime: run``); once a
+        run."""
+        return round(sum(s.first_extra_s for s in self.stages), 1)
+
+    @property
     def run_s(self) -> float:
-        return round(self.work.iterations * self.iteration_s + self.evaluation.seconds, 1)
+        return round(self.work.iterations * self.iteration_s + self.first_extra_s
+                     + self.evaluation.seconds, 1)
 
     @property
     def parallel(self) -> int:

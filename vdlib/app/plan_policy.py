@@ -103,7 +103,9 @@ def policy_plan(cfg: Any, notebook: str, *, params: str, card: str, gpus: int,
     n = assumed_lengths(entry["lengths"], work, lengths,
                         entry.get("measured_at", {}).get("num_solver_samples", 10))
     seconds, tokens = stage_seconds("solver", work, n, figures["solver"])
-    grpo = StageCost(stage, seconds, tokens, figures["solver"]["startup_s"],
+    extra = float(figures["solver"].get("first_iteration_extra_s", 0.0))
+    grpo = StageCost(stage, round(seconds + extra, 1), tokens,
+                     figures["solver"]["startup_s"] + extra,  # one phase: an iteration 1
                      f"{work.solver_steps:,} steps x {work.solver_rollouts} rollouts of "
                      f"{n.solver_rollout:.0f} tokens", figures["solver"]["entry"])
     ev = figures["evaluate"]

@@ -107,6 +107,10 @@ def format_plan(plan: Plan) -> str:
             f"{duration(plan.iteration_s)} | {plan.gpu_hours(plan.iteration_s):.2f} |",
             f"| {'final solver' if coev else 'trained model'}'s evaluation | {ev.what} | "
             f"{duration(ev.seconds)} | {plan.gpu_hours(ev.seconds):.2f} |",
+            *([f"| iteration 1's extra start-up (once a run) | the stages' "
+               "first_iteration_extra_s (warm-start, cold caches, engine starts) | "
+               f"{duration(plan.first_extra_s)} | {plan.gpu_hours(plan.first_extra_s):.2f} |"]
+              if plan.first_extra_s else []),
             f"| one run | {_n(w.iterations, 'iteration') if coev else 'GRPO'} + the evaluation | "
             f"{duration(plan.run_s)} | "
             f"{plan.gpu_hours(plan.run_s):.2f} |",

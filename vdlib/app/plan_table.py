@@ -9,6 +9,9 @@ only; every figure names its source. It holds:
   figures of one co-evolution iteration: per stage the seconds per unit of work (a GRPO step at
   ``step_tokens`` generated tokens, or generated tokens per second) and the start-up seconds,
   the output lengths the measured runs produced, and measured peak memory where it was sampled;
+  a stage's optional ``first_iteration_extra_s`` is what iteration 1 spends beyond a later
+  iteration (added once a run); an entry's optional keys are ignored where unknown, so the
+  format grows without breaking older readers;
 - ``partial``: figures of a shape that are not an iteration (a transformers GRPO step, a vLLM
   throughput), which a missing-figures error names;
 - ``measured``: the gpu-small run-iterations the projection is checked against.
@@ -154,6 +157,9 @@ def validate_table(table: Any) -> None:
             for k in STAGE_FIGURES.get(stage, ()):
                 if k in fig:
                     _number(fig[k], f"{where}.stages.{stage}.{k}", zero=k == "startup_s")
+            if "first_iteration_extra_s" in fig:
+                _number(fig["first_iteration_extra_s"],
+                        f"{where}.stages.{stage}.first_iteration_extra_s", zero=True)
             if "reward_tokens_per_s" in fig:
                 _number(fig["reward_tokens_per_s"], f"{where}.stages.{stage}.reward_tokens_per_s")
     for i, e in enumerate(table.get("partial", [])):
