@@ -6,10 +6,12 @@ measured entries of neighbouring shapes on the same card (pure; nothing loads):
 
 - **bracketed** (a measured shape smaller and one larger): every figure is interpolated in
   log-log against the parameter count (linearly in log-parameters where one side is 0, a
-  start-up under ``engine.lifetime: run``), ``log y = log y1 + (log y2 - log y1) * (log n - log n1) /
-  (log n2 - log n1)``. Rates are compared per generating GPU (a ``server`` entry's
-  generation, scoring and evaluation ran on its ``gpus_per_run`` GPUs; its GRPO step and an
-  in-process ``vllm`` entry's stages on one) and converted back to the setup asked for;
+  start-up under ``engine.lifetime: run``),
+  ``log y = log y1 + (log y2 - log y1) * (log n - log n1) / (log n2 - log n1)``. Rates are
+  compared per generating GPU (a ``server`` entry's generation, scoring and evaluation ran on
+  its ``gpus_per_run`` GPUs; its GRPO step and an in-process ``vllm`` entry's stages on one)
+  and converted back to the setup asked for; the proposer's step with its reward's answers
+  folded in where an entry prices them apart;
 - **one side only**, within :data:`MAX_STEP` x the parameters: the nearest shape's figures,
   the time per token scaled in proportion to the parameters (start-ups and the metrics'
   seconds per question kept); farther than that nothing is derived (the measured error stands);

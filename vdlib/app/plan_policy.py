@@ -1,7 +1,7 @@
 """``vdlib plan`` for the notebooks that run no co-evolution: 03 (curriculum transfer) and 04
 (single policy). Each run is one GRPO phase and an evaluation of what it trained; the
 notebook adds the starting checkpoint's evaluation once. Priced with the same measured figures
-and arithmetic as a co-evolution iteration (:mod:`vdlib.app.plan`): the GRPO phase with the
+and arithmetic as a co-evolution iteration (:mod:`vdlib.app.plan_model`): the GRPO phase with the
 shape's solver GRPO step (seconds per step scaled by its generated tokens), the evaluation
 with its evaluation rate.
 
@@ -24,11 +24,11 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from vdlib.app.plan import (
+from vdlib.app.plan_model import (
     Plan,
     StageCost,
-    _items,
     assumed_lengths,
+    benchmark_items,
     memory_plan,
     stage_seconds,
     with_measured,
@@ -46,7 +46,7 @@ def _policy_work(cfg: Any, notebook: str) -> tuple[Any, Any, str, str]:
     """(work, the GRPO role config, the model, a sentence on the step count)."""
     base = work_from_config(cfg)
     ev = cfg.evaluation
-    items, unplanned = _items(ev)
+    items, unplanned = benchmark_items(ev)
     runs = ev.single_eval_runs
     if notebook == "single_policy":
         role, model = cfg.solver, cfg.model.proposer

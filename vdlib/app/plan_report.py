@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from vdlib.app.plan import MemoryRow, Plan
+from vdlib.app.plan_model import MemoryRow, Plan
 from vdlib.app.plan_table import CARDS
 from vdlib.loop.progress import PAUSED_EXIT
 
