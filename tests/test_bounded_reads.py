@@ -30,7 +30,6 @@ from vdlib.loop.run_state import (
     read_manifest,
 )
 from vdlib.loop.run_start import start_run
-from vdlib.utils import safe_read
 
 ROOT = Path(__file__).resolve().parent.parent
 HANG_GUARD_S = 120  # a guard against a regression that blocks, not a speed bound
@@ -63,6 +62,8 @@ def _started(tmp_path, **over) -> tuple[object, Path]:
 
 
 def test_the_reader_refuses_links_fifos_devices_and_large_files_before_reading(tmp_path):
+    from vdlib.utils import safe_read
+
     good = tmp_path / "good.json"
     good.write_text('{"a": 1}')
     assert safe_read.read_json(good, 100) == {"a": 1}
