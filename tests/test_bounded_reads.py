@@ -18,10 +18,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from test_coevolution import tiny_params
-from vdlib.config import load_params
-from vdlib.config import layout
+
+from vdlib.config import layout, load_params
+from vdlib.loop.run_start import start_run
 from vdlib.loop.run_state import (
     UnsafeRunFolderError,
     check_record,
@@ -29,7 +29,6 @@ from vdlib.loop.run_state import (
     file_record,
     read_manifest,
 )
-from vdlib.loop.run_start import start_run
 
 ROOT = Path(__file__).resolve().parent.parent
 HANG_GUARD_S = 120  # a guard against a regression that blocks, not a speed bound
@@ -206,7 +205,7 @@ def test_a_fifo_or_linked_run_config_is_refused_before_it_is_read(tmp_path):
 def test_a_stage_file_is_compared_by_size_and_hash_before_it_is_parsed(tmp_path, monkeypatch):
     """A recorded JSONL file grown (a sparse 2 GiB questions.jsonl in issue 50) is caught by
     its size from fstat: nothing of it is parsed (json.loads is never called) or hashed."""
-    import vdlib.loop.run_state as rs
+    import hashlib
 
     path = tmp_path / "questions.jsonl"
     path.write_text('{"q": 1}\n')
@@ -215,9 +214,9 @@ def test_a_stage_file_is_compared_by_size_and_hash_before_it_is_parsed(tmp_path,
         fh.write(b"not json\n" * 1000)
     parsed, hashed = [], []
     real_loads = json.loads
-    monkeypatch.setattr(rs.json, "loads", lambda *a, **k: parsed.append(1) or real_loads(*a, **k))
-    real_sha = rs.hashlib.sha256
-    monkeypatch.setattr(rs.hashlib, "sha256", lambda *a: hashed.append(1) or real_sha(*a))
+    monkeypatch.setattr(json, "loads", lambda *a, **k: parsed.append(1) or real_loads(*a, **k))
+    real_sha = hashlib.sha256
+    monkeypatch.setattr(hashlib, "sha256", lambda *a: hashed.append(1) or real_sha(*a))
     why = check_record(tmp_path, rec)
     assert why == (f"{path} changed since its stage finished (size 9009 bytes, recorded 9)")
     assert parsed == [] and hashed == []
