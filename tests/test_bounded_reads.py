@@ -409,3 +409,25 @@ def test_a_fifo_manifest_is_refused_and_moved_aside_under_force(tmp_path):
     assert f"refused: {run_dir / 'manifest.json'} is a FIFO" in result.stdout
     assert "fresh: ['.lock']" in result.stdout
     assert [p.name for p in run_dir.parent.iterdir() if ".replaced-" in p.name]
+
+
+def test_report_readers_never_wait_on_a_fifo(tmp_path):
+    """An evaluation's summary.json and a report's summary.json that are FIFOs: the first is
+    one error naming it, the second reads as no summary (in a child: the old reads blocked)."""
+    (tmp_path / "eval").mkdir()
+    os.mkfifo(tmp_path / "eval" / "summary.json")
+    (tmp_path / "report").mkdir()
+    os.mkfifo(tmp_path / "report" / "summary.json")
+    result = _child("""
+        import sys
+        from vdlib.report.frames import load_eval_summary
+        from vdlib.report.summary import read_summary
+        try:
+            load_eval_summary(sys.argv[1] + "/eval")
+        except ValueError as e:
+            print("refused:", e)
+        print("summary:", read_summary(sys.argv[1] + "/report"))
+        """, str(tmp_path))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert f"refused: {tmp_path}/eval/summary.json is a FIFO" in result.stdout
+    assert "summary: None" in result.stdout

@@ -21,7 +21,6 @@ one seed). Arms come in :data:`ARM_ORDER` and show under their display names
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Iterable, Sequence
@@ -32,6 +31,7 @@ import pandas as pd
 
 from vdlib.evaluation import EvalSummary
 from vdlib.report.paper_values import ARM_LABELS
+from vdlib.utils import safe_read
 from vdlib.utils.stats import grouped_mean_se
 
 __all__ = ["ARM_ORDER", "LOOP_METRIC_COLUMNS", "load_eval_summary", "load_correctness",
@@ -44,6 +44,10 @@ logger = logging.getLogger(__name__)
 ARM_ORDER = ["base", "baseline", "vd95", "vd85", "vd85_gen", "vd75", "train_only", "gen_only",
              "anneal", "kl_cov", "kl_cov_offpolicy", "clip_cov"]
 
+#: an evaluation summary or correctness file larger than this is not read (a few KB each);
+#: reads are bounded, non-blocking, and a link must lead to a regular file (vdlib.utils.safe_read)
+REPORT_JSON_MAX_BYTES = 16 << 20
+
 #: the columns of the loop metrics frame
 LOOP_METRIC_COLUMNS = ["arm", "seed", "iteration", "metric", "value"]
 
@@ -53,7 +57,8 @@ def load_eval_summary(path: str | os.PathLike) -> EvalSummary:
     path = Path(path)
     if path.is_dir():
         path = path / "summary.json"
-    return EvalSummary.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    return EvalSummary.from_dict(safe_read.read_json(path, REPORT_JSON_MAX_BYTES,
+                                                     follow_links=True))
 
 
 def load_correctness(run_dirs: str | os.PathLike | Iterable[str | os.PathLike]) -> pd.DataFrame:
@@ -70,7 +75,8 @@ def load_correctness(run_dirs: str | os.PathLike | Iterable[str | os.PathLike]) 
             logger.warning("%s: no verification/proposer_correctness.json; skipped", run)
             continue
         arm, seed = arm_and_seed(run)
-        for t, v in json.loads(f.read_text())["correctness"].items():
+        data = safe_read.read_json(f, REPORT_JSON_MAX_BYTES, follow_links=True)
+        for t, v in data["correctness"].items():
             rows.append((arm, seed, int(t), np.nan if v is None else float(v)))
     return pd.DataFrame(rows, columns=["arm", "seed", "iteration", "correctness"])
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from vdlib.config.layout import report_dir
+from vdlib.utils import safe_read
 
 __all__ = ["SUMMARY_FILE", "summary_path", "read_summary", "summary_matches"]
 
@@ -40,7 +41,7 @@ def read_summary(path: str | os.PathLike) -> dict[str, Any] | None:
     if path.is_dir():
         path = path / SUMMARY_FILE
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return safe_read.read_json(path, 16 << 20, follow_links=True)  # bounded, non-blocking
     except (OSError, ValueError):
         return None
 
