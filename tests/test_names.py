@@ -58,6 +58,17 @@ def test_every_arm_name_follows_the_rule_and_reference_experiments_too():
         load_params({"profile": "tiny", "reference_experiments": ["ok", ".."]})
 
 
+@pytest.fixture
+def no_run(monkeypatch):
+    """A run that gets past the checks fails at once (instead of running)."""
+    import vdlib.loop.coevolution as coevolution
+
+    def started(*args, **kwargs):
+        raise AssertionError("the run started: its input was not refused")
+
+    monkeypatch.setattr(coevolution, "run_arms", started)
+
+
 def test_params_check_refuses_a_newline_in_the_experiment_name(tmp_path, capsys):
     path = tmp_path / "p.yaml"
     path.write_text('profile: tiny\nexperiment: "a\\nb"\n')
@@ -66,7 +77,7 @@ def test_params_check_refuses_a_newline_in_the_experiment_name(tmp_path, capsys)
     assert "experiment = 'a\\nb' is not allowed" in err and len(err.strip().splitlines()) == 1
 
 
-def test_a_run_id_flag_with_a_newline_or_undecodable_bytes_is_refused(tmp_path, capsys):
+def test_a_run_id_flag_with_a_newline_or_undecodable_bytes_is_refused(tmp_path, capsys, no_run):
     path = tmp_path / "p.yaml"
     path.write_text(yaml.safe_dump({"profile": "tiny", "output_dir": str(tmp_path / "o")}))
     # argv bytes that are not UTF-8 arrive as lone surrogates (surrogateescape)
@@ -82,7 +93,7 @@ def test_a_run_id_flag_with_a_newline_or_undecodable_bytes_is_refused(tmp_path, 
     ("/tmp/o\nx", "the control character '\\n'"),
     ("", "is empty"),
 ])
-def test_an_output_dir_with_undecodable_bytes_or_control_characters(tmp_path, capsys,
+def test_an_output_dir_with_undecodable_bytes_or_control_characters(tmp_path, capsys, no_run,
                                                                    output_dir, expected):
     path = tmp_path / "p.yaml"
     path.write_text("profile: tiny\n")

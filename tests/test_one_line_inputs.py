@@ -24,6 +24,17 @@ from vdlib.config.experiment import ConfigError, load_params
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture
+def no_run(monkeypatch):
+    """A run that gets past the checks fails at once (instead of running)."""
+    import vdlib.loop.coevolution as coevolution
+
+    def started(*args, **kwargs):
+        raise AssertionError("the run started: its input was not refused")
+
+    monkeypatch.setattr(coevolution, "run_arms", started)
+
+
 def _one_line(capsys, argv: list[str], rc: int = 2) -> str:
     assert main(argv) == rc
     err = capsys.readouterr().err
@@ -81,10 +92,12 @@ def test_a_date_that_does_not_exist_in_a_runs_config_yaml_is_one_line(tmp_path, 
 
 @pytest.mark.parametrize("command", ["run", "grid"])
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-3", "1e7"])
-def test_stop_after_takes_a_finite_number_of_minutes(tmp_path, capsys, command, value):
+def test_stop_after_takes_a_finite_number_of_minutes(tmp_path, capsys, no_run, command,
+                                                     value):
     path = tmp_path / "p.yaml"
     path.write_text(yaml.safe_dump(tiny_params(tmp_path / "o")))
-    line = _one_line(capsys, [command, str(path), f"--stop-after={value}"])
+    dry = ["--dry-run"] if command == "grid" else []  # checked before the plan is made
+    line = _one_line(capsys, [command, str(path), f"--stop-after={value}", *dry])
     assert "--stop-after" in line and "allowed: a finite number of minutes, 0 <= MINUTES" in line
     assert not (tmp_path / "o").exists()
     assert "VDLIB_STOP_AT" not in os.environ
