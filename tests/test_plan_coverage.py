@@ -209,3 +209,30 @@ def test_vdlib_grid_refuses_a_machine_without_the_gpus_in_one_line(tmp_path, cap
                    "--output-dir", str(tmp_path)])
     err = capsys.readouterr().err
     assert rc == 2 and "launcher.gpus_per_run = 2" in err and err.count("\n") == 1
+
+
+def test_the_notebooks_run_grid_launches_runs_of_several_gpus_as_vdlib_grid_does(
+        tmp_path, monkeypatch):
+    import vdlib.grid.launch
+    from vdlib.report.experiments import run_grid
+
+    calls = []
+
+    def fake_launch(cfg, seeds, *, kind):
+        calls.append((cfg.launcher.gpus_per_run, kind))
+        return []
+
+    def no_run(*args, **kwargs):
+        raise AssertionError("ran in this process")
+
+    monkeypatch.setattr(vdlib.grid.launch, "launch_grid", fake_launch)
+    monkeypatch.setattr("vdlib.loop.coevolution.run", no_run)
+    cfg = load_params("params/paper/main_table.yaml", {"output_dir": str(tmp_path)})
+    assert run_grid(cfg) == {} and calls == [(2, "local")]
+    # one GPU a run (or a runner of its own, notebooks 03 and 04) stays in this process
+    one = load_params("params/paper/main_table.yaml",
+                      {"output_dir": str(tmp_path), "launcher": {"gpus_per_run": 1}})
+    with pytest.raises(AssertionError, match="ran in this process"):
+        run_grid(one)
+    assert run_grid(cfg, runner=lambda c: tmp_path) and calls == [(2, "local")]
+

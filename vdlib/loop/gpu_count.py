@@ -55,7 +55,7 @@ def gpu_shortfall(need: int, *, visible: int, world: int, servers: int, machine:
         return f"{head}, but this machine shows {max(visible, machine)} ({_fix(need)})"
     return (f"{head}, one process each: start it with `accelerate launch --num_processes "
             f"{need} -m vdlib run PARAMS`, or with `vdlib grid PARAMS` (which does that for "
-            "each run), or from a notebook with report.run_grid(launcher='local'); or "
+            "each run, as the notebooks' run_grid does); or "
             f"{_fix(need).split(', or ')[1]}")
 
 

@@ -80,13 +80,18 @@ def run_grid(config: ExperimentConfig | Mapping[str, Any] | str,
     error naming it, after the others have finished, and a run whose folder holds another
     config (which ``vdlib run``, and this function without a launcher, refuse) is a
     :class:`vdlib.loop.run_state.RunConfigMismatch` naming it and the keys that differ: its old
-    results are never returned as this config's."""
+    results are never returned as this config's. Co-evolution runs of several GPUs each
+    (``launcher.gpus_per_run`` > 1, the paper profile's 2) go through ``launcher.kind``'s
+    launcher even when ``launcher`` is not given (``accelerate launch`` per run, as ``vdlib
+    grid``), unless this process is already one of several."""
     from vdlib.grid.launch import format_results, grid_configs, launch_grid
     from vdlib.loop.coevolution import run
     from vdlib.loop.run_state import RunConfigMismatch
 
     cfg = _cfg(config)
     grid = grid_configs(cfg, seeds)
+    if launcher is None and runner is None and _several_gpus_a_run(cfg):
+        launcher = cfg.launcher.kind  # one process cannot train on several GPUs: vdlib grid's way
     if launcher is not None:
         runs = launch_grid(cfg, seeds, kind=launcher)
         refused = [f"{r.run_dir} ({r.error})" for r in runs if r.status == "refused"]
@@ -104,6 +109,14 @@ def run_grid(config: ExperimentConfig | Mapping[str, Any] | str,
         result = runner(c) if runner is not None else run(c, on_stage)
         out[(arm, seed)] = Path(getattr(result, "run_dir", result))
     return out
+
+
+def _several_gpus_a_run(cfg: ExperimentConfig) -> bool:
+    """Does a run of ``cfg`` take several GPUs, started from this single process?"""
+    from vdlib.loop.distributed import world_size
+
+    return (cfg.launcher.gpus_per_run > 1 and not str(cfg.model.device).startswith("cpu")
+            and world_size() == 1)
 
 
 # ----------------------------------------------------------------------------- evaluation
