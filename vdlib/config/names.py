@@ -1,7 +1,8 @@
-"""The one rule for the names vdlib turns into folders: an experiment (``<output_dir>/<experiment>``),
-an arm and a run (``<experiment>/<run_id>``, an arm's ``<arm>-seed<seed>``). :func:`check_name`
-is called by :func:`vdlib.config.experiment.load_params` (so ``vdlib params check``, every CLI
-command and every notebook) and by the CLI for names given on the command line.
+"""The one rule for the names vdlib turns into folders: an experiment
+(``<output_dir>/<experiment>``), an arm and a run (``<experiment>/<run_id>``, an arm's
+``<arm>-seed<seed>``). :func:`check_name` is called by
+:func:`vdlib.config.experiment.load_params` (so ``vdlib params check``, every CLI command and
+every notebook check every name the same way).
 
 A name is 1 to :data:`MAX_NAME_BYTES` bytes (UTF-8), each a letter, a digit or one of ``_ . + -``
 (letters and digits of any script, in NFC form, so that ``ünï`` is one folder on every file
@@ -26,8 +27,10 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from pathlib import Path
 from typing import Any
 
+from vdlib.config import layout
 from vdlib.config.config_yaml import ConfigError, shown
 
 __all__ = ["check_name", "name_problem", "NAME_CHARS", "MAX_NAME_BYTES", "RESERVED_NAMES"]
@@ -38,20 +41,29 @@ NAME_CHARS = "letters, digits, _ . + -"
 #: ``-seed<n>`` are appended to some)
 MAX_NAME_BYTES = 128
 _CHAR = re.compile(r"[\w.+-]")  # \w: letters, digits and _ of any script
-#: folders and files vdlib writes beside a run folder or inside one (vdlib.config.layout,
-#: vdlib.loop.run_state, vdlib.loop.model_store, vdlib.app.notebooks), compared case-blind
-RESERVED_NAMES = frozenset({
-    # <output_dir>/: executed notebooks, `vdlib eval` records
-    "notebooks", "eval",
-    # <output_dir>/<experiment>/: a grid's params and logs, base evaluations, reports
-    "grid", "base_eval", "reports",
-    # <run>/: what a run folder holds beside its iterations
-    "config.yaml", "manifest.json", "timing.json", "base_models", "policy_model",
-    "policy_train.json",
-})
-#: names of a form vdlib gives its own entries: iteration folders, folders set aside by
-#: ``--force``
-_RESERVED_FORMS = (re.compile(r"iter_\d+", re.I), re.compile(r".*\.replaced-.*", re.I))
+def _reserved_names() -> frozenset[str]:
+    """The names vdlib gives its own folders and files, as :mod:`vdlib.config.layout` formats
+    them (and the few other modules that name an entry of a run folder), lower-cased."""
+    run, exp = Path("r"), ("o", "e")
+    names = {
+        # <output_dir>/: executed notebooks, `vdlib eval` records
+        layout.executed_notebook_path("o", "p", "n").parent.parent.name, "eval",
+        # <output_dir>/<experiment>/: a grid's params and logs, base evaluations, reports
+        layout.grid_dir(*exp).name, layout.base_evaluation_dir(*exp, "m").parent.name,
+        layout.report_dir(*exp, "n").parent.name,
+        # <run>/: what a run folder holds beside its iterations
+        layout.CONFIG_FILE, layout.MANIFEST_FILE, layout.POLICY_TRAIN_FILE,
+        layout.policy_model_dir(run).name, layout.evaluation_dir(run, "solver").parent.name,
+        "timing.json", "base_models",  # vdlib.loop.progress, vdlib.loop.model_store
+    }
+    return frozenset(n.lower() for n in names)
+
+
+#: folders and files vdlib writes beside a run folder or inside one, compared case-blind; and
+#: of a form vdlib gives its own entries: ``iter_<t>`` (:func:`vdlib.config.layout.iteration_of`)
+#: and a folder set aside by ``--force`` (``<name>.replaced-<time>``)
+RESERVED_NAMES = _reserved_names()
+_SET_ASIDE = re.compile(r".*\.replaced-.*", re.I)
 
 
 def name_problem(value: Any) -> str | None:
@@ -72,7 +84,8 @@ def name_problem(value: Any) -> str | None:
     if len(value.encode("utf-8")) > MAX_NAME_BYTES:
         return (f"it is {len(value.encode('utf-8')):,} bytes long in UTF-8 (at most "
                 f"{MAX_NAME_BYTES})")
-    if value.lower() in RESERVED_NAMES or any(f.fullmatch(value) for f in _RESERVED_FORMS):
+    if value.lower() in RESERVED_NAMES or _SET_ASIDE.fullmatch(value) \
+            or layout.iteration_of(value.lower()) is not None:
         return "reserved"
     return None
 

@@ -9,7 +9,8 @@ function (:func:`vdlib.report.plots.diversity_dynamics`, the paper's curves besi
 every field per arm and iteration (mean +- SE over seeds), the pass@1 table, and the effects
 table (each VD arm minus the baseline: Welch's and the paired t-test of
 :func:`vdlib.utils.stats.compare_seeds`) that docs/RESULTS.md quotes.
-``vdlib results FILE --out DIR`` runs it and prints the effects table.
+``vdlib results FILE --out DIR`` runs it and prints the effects table. The file is checked whole
+first (:mod:`vdlib.report.results_file`, whose names this module re-exports).
 
 >>> RECORD_FIELDS[:3]
 ('valid_fraction', 'self_bleu', 'vendi')
@@ -18,7 +19,6 @@ table (each VD arm minus the baseline: Welch's and the paired t-test of
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -27,9 +27,17 @@ from typing import Any
 import pandas as pd
 
 from vdlib.config import layout
-from vdlib.config.names import name_problem
 from vdlib.report.frames import LOOP_METRIC_COLUMNS, arm_label
 from vdlib.report.results_contrasts import DIRECTION, comparison_fields
+from vdlib.report.results_file import (
+    PASS1_PREFIX,
+    RECORD_FIELDS,
+    RESULTS_MAX_BYTES,
+    ResultsFileError,
+    finite_or_null,
+    load_results,
+    read_json_file,
+)
 from vdlib.report.table_format import format_cell
 from vdlib.utils import safe_read
 from vdlib.utils.artifacts import atomic_write_text
@@ -40,13 +48,6 @@ __all__ = ["RECORD_FIELDS", "PASS1_PREFIX", "collect_results", "merge_results", 
            "pass1_frame", "summary_table", "SCALE_FIELDS", "scale_comparison", "pass1_table",
            "effects_table", "results_report"]
 
-#: the loop metrics each record carries (names of ``iter_<t>/metrics.json``)
-RECORD_FIELDS = ("valid_fraction", "self_bleu", "vendi", "novelty_rate", "cumulative_vendi",
-                 "unique_tokens", "proposer_entropy", "curriculum_size", "proposer_mean_reward",
-                 "valid_questions", "generated", "mean_acc", "kept_fraction")
-#: record keys of solver pass@1: ``pass1_<benchmark>`` (mean over evaluation runs, in %) and
-#: ``pass1_<benchmark>_runs`` (each run's accuracy, in %)
-PASS1_PREFIX = "pass1_"
 #: spread of :func:`summary_table`'s SEs: the sample SD (no paper cell reproduced there)
 SUMMARY_DDOF = 1
 
@@ -165,136 +166,6 @@ def merge_results(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     meta.update(seeds=sorted(seeds), runs=summary,
                 iterations=max((len(v["iterations"]) for v in summary.values()), default=0))
     return {**meta, "records": records}
-
-
-class ResultsFileError(ValueError):
-    """A results file that cannot be used: the message names the file and, for a record, its
-    index and key (one line from ``vdlib results``)."""
-
-
-#: a results file larger than this is refused unread (the committed ones are a few tens of KB)
-RESULTS_MAX_BYTES = 64 << 20
-
-
-#: the largest magnitude of a number in a results file: beyond any metric, pass@1 or count, and
-#: small enough that means, SEs and t statistics over seeds stay finite
-MAX_ABS_VALUE = 1e15
-#: the largest iteration of a record (``iterations``' bound) and the largest seed (``seed``'s)
-MAX_ITERATION = 1000
-MAX_SEED = 2**32 - 1
-
-
-def _not_json_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def _finite_float(text: str) -> float:
-    """A JSON number with a fraction or exponent; one beyond a float's range (``1e309``, which
-    Python reads as infinity) is refused."""
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{text[:40]} is beyond a float's range")
-    return value
-
-
-def is_finite_number(value: Any) -> bool:
-    """A JSON number that is finite and at most :data:`MAX_ABS_VALUE` in magnitude (a bool is
-    not one; an integer too large for a float is not one)."""
-    return (isinstance(value, int | float) and not isinstance(value, bool)
-            and abs(value) <= MAX_ABS_VALUE)
-
-
-def _sanitised(value: Any) -> Any:
-    """``value`` with every non-finite float replaced by None: what a report JSON may hold."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, Mapping):
-        return {k: _sanitised(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_sanitised(v) for v in value]
-    return value
-
-
-def _check_record(path: Any, i: int, r: Any) -> None:
-    """Raise :class:`ResultsFileError` unless record ``i`` is what the report reads: an object
-    with ``arm`` (text), ``seed`` (an integer, or null for ``base``), ``iteration`` (an integer
-    >= 0), finite numbers or null in :data:`RECORD_FIELDS` and ``pass1_<benchmark>``, and a list
-    of finite numbers in ``pass1_<benchmark>_runs``."""
-    where = f"{path}: records[{i}]"
-    if not isinstance(r, dict):
-        raise ResultsFileError(f"{where} is a {type(r).__name__}, not an object")
-    for key in ("arm", "seed", "iteration"):
-        if key not in r:
-            raise ResultsFileError(f"{where} has no {key!r}")
-    problem = name_problem(r["arm"]) if r["arm"] != "base" else None
-    if problem:  # the rule of experiment, arm and run names (vdlib.config.names)
-        raise ResultsFileError(f"{where}: 'arm' is not a name ({problem})")
-    seed = r["seed"]
-    if not (seed is None or isinstance(seed, int) and not isinstance(seed, bool)
-            and 0 <= seed <= MAX_SEED):
-        raise ResultsFileError(f"{where}: 'seed' is not an integer 0 to {MAX_SEED} or null")
-    t = r["iteration"]
-    if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t <= MAX_ITERATION:
-        raise ResultsFileError(f"{where}: 'iteration' is not an integer 0 to {MAX_ITERATION}")
-    for key, value in r.items():
-        if not isinstance(key, str):
-            continue
-        if key in RECORD_FIELDS or (key.startswith(PASS1_PREFIX) and key != "pass1_unfinished"
-                                    and not key.endswith("_runs")):
-            if value is not None and not is_finite_number(value):
-                raise ResultsFileError(f"{where}: {key!r} is not a finite number (at most "
-                                       "1e15 in magnitude) or null")
-        elif key.startswith(PASS1_PREFIX) and key.endswith("_runs"):
-            if not isinstance(value, list) or not all(is_finite_number(v) for v in value):
-                raise ResultsFileError(f"{where}: {key!r} is not a list of finite numbers (at "
-                                       "most 1e15 in magnitude)")
-
-
-def load_results(path: str | os.PathLike, data: Any = None) -> dict[str, Any]:
-    """A results JSON (:func:`collect_results`), checked whole before anything reads it: at most
-    :data:`RESULTS_MAX_BYTES`, valid JSON without NaN or Infinity, an object holding a
-    ``records`` list, each record as :func:`_check_record` wants it, one record per arm, seed
-    and iteration. Anything else is a
-    :class:`ResultsFileError` naming the file (and the record and key). ``data``: the file's
-    value where the caller has read it already (:func:`read_json_file`); checked the same."""
-    data = read_json_file(path) if data is None else data
-    if not isinstance(data, dict) or not isinstance(data.get("records"), list):
-        what = f"a {type(data).__name__}" if not isinstance(data, dict) else "an object"
-        raise ResultsFileError(f"{path}: not a results file (no 'records' list in {what})")
-    seen: dict[tuple[Any, Any, Any], int] = {}
-    for i, r in enumerate(data["records"]):
-        _check_record(path, i, r)
-        first = seen.setdefault((r["arm"], r["seed"], r["iteration"]), i)
-        if first != i:  # the summary and effects tables need one record per arm, seed, iteration
-            seed = "" if r["seed"] is None else f" seed {r['seed']}"
-            raise ResultsFileError(f"{path}: records[{first}] and records[{i}] are both "
-                                   f"{r['arm']}{seed} iteration {r['iteration']}; keep one "
-                                   "(merge_results keeps a rerun's records)")
-    return data
-
-
-def read_json_file(path: str | os.PathLike) -> Any:
-    """A results file's JSON value: at most :data:`RESULTS_MAX_BYTES`, UTF-8, valid JSON
-    without NaN or Infinity, else a :class:`ResultsFileError` naming the file."""
-    path = Path(path)
-    try:  # bounded, non-blocking; a link the user names is followed to a regular file only
-        text = safe_read.read_text(path, RESULTS_MAX_BYTES, follow_links=True)
-    except safe_read.UnsafeFileError as e:
-        raise ResultsFileError(f"{e}; not a results file") from None
-    except OSError as e:
-        raise ResultsFileError(f"{path}: cannot be read ({e.strerror or e})") from None
-    except UnicodeDecodeError:
-        raise ResultsFileError(f"{path}: not UTF-8 text; not a results file") from None
-    if not text.strip():
-        raise ResultsFileError(f"{path}: empty; not a results file")
-    try:
-        data = json.loads(text, parse_constant=_not_json_constant, parse_float=_finite_float)
-    except json.JSONDecodeError as e:
-        raise ResultsFileError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}, column "
-                               f"{e.colno}); truncated or not a results file") from None
-    except (ValueError, RecursionError) as e:
-        raise ResultsFileError(f"{path}: not a results file ({str(e)[:200]})") from None
-    return data
 
 
 def loop_frame(data: Mapping[str, Any], fields: Iterable[str] = RECORD_FIELDS) -> pd.DataFrame:
@@ -535,7 +406,7 @@ def write_report(out: Path, name: str, source: Any, meta: Mapping[str, Any],
         base.with_suffix(".md").write_text(
             f"{notes[suffix]}\n\n{table.to_markdown(index=False)}\n", encoding="utf-8")
         written += [base.with_suffix(".csv"), base.with_suffix(".md")]
-    report = _sanitised({"source": str(source), **meta, "files": [p.name for p in written]})
+    report = finite_or_null({"source": str(source), **meta, "files": [p.name for p in written]})
     # never Infinity or NaN: a report JSON is read by strict JSON parsers
     written.append(atomic_write_text(out / f"{name}_report.json",
                                      json.dumps(report, indent=2, ensure_ascii=False,

@@ -32,14 +32,14 @@ import pandas as pd
 from vdlib.config.names import name_problem
 from vdlib.report.frames import arm_label
 from vdlib.report.paper_values import paper_cells, paper_series
-from vdlib.report.results import (
+from vdlib.report.results import write_report
+from vdlib.report.results_contrasts import comparison_fields
+from vdlib.report.results_file import (
     MAX_SEED,
     ResultsFileError,
     is_finite_number,
     read_json_file,
-    write_report,
 )
-from vdlib.report.results_contrasts import comparison_fields
 from vdlib.report.table_format import format_cell
 from vdlib.utils.stats import SE_DDOF, compare_seeds, mean_and_se
 
