@@ -138,7 +138,9 @@ def make_plan(cfg: Any, *, params: str = "PARAMS", card: str = "h200", gpus: int
                      "for the reward, generation and scoring; the trainer on GPU 0), which "
                      "`vdlib plan --measure --gpus-per-run` measures; the params launch the "
                      "run under `accelerate launch` (one process and engine per GPU), whose "
-                     "figures are not measured yet")
+                     "figures are not measured yet: there the GRPO phases train on both GPUs "
+                     "but generation and scoring run on the main process's GPU alone, so "
+                     "they may take up to twice the time priced")
     lifetime = cfg.engine.lifetime if backend == "vllm" else "stage"
     memory = memory_plan(shape, work, cfg.engine, card_gib, backend=backend, lifetime=lifetime,
                          gpus_per_run=gpus_per_run, runs_per_gpu=runs_per_gpu,
