@@ -242,16 +242,13 @@ TIMING_MAX_BYTES = 64 << 10
 METRICS_MAX_BYTES = 64 << 20
 
 
-def recorded_timing(manifest: Path, out: Path, t: int) -> dict[str, Any]:
-    """Iteration ``t``'s ``timing.json`` (in ``out``) if it is the file its record in the
-    manifest (``timing["<t>"]``: size and SHA-256) describes, else {} (logged when a file was
-    there): a link, a FIFO, a file edited, truncated or from elsewhere is never read or copied
-    forward (:func:`vdlib.loop.run_state.read_recorded`)."""
-    path = out / TIMING_FILE
-    timings = read_manifest(manifest).get("timing")
-    want = timings.get(str(t)) if isinstance(timings, dict) else None
+def recorded_timing(out: Path, t: int, record: Any) -> dict[str, Any]:
+    """Iteration ``t``'s ``timing.json`` (in ``out``) if it is the file its ``record`` (from
+    the manifest's ``timing["<t>"]``: size and SHA-256) describes, else {} (logged when a file
+    was there): a link, a FIFO, a file edited, truncated or from elsewhere is never read or
+    copied forward (:func:`vdlib.loop.run_state.read_recorded`)."""
     try:
-        data = json.loads(read_recorded(path, want, TIMING_MAX_BYTES))
+        data = json.loads(read_recorded(out / TIMING_FILE, record, TIMING_MAX_BYTES))
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as e:  # UnsafeFileError and UnicodeDecodeError included
@@ -266,10 +263,10 @@ def write_timing(manifest: Path, out: Path, t: int, stage: str, seconds: float
     the other stages' times when its record holds: :func:`recorded_timing`); returns the
     manifest's ``timing`` records with this file's new one, for the caller to write with the
     stage's record."""
-    timing = {**recorded_timing(manifest, out, t), stage: round(seconds, 2)}
-    atomic_write_json(out / TIMING_FILE, timing)
     timings = read_manifest(manifest).get("timing")
     timings = dict(timings) if isinstance(timings, dict) else {}
+    timing = {**recorded_timing(out, t, timings.get(str(t))), stage: round(seconds, 2)}
+    atomic_write_json(out / TIMING_FILE, timing)
     timings[str(t)] = file_record(out, [TIMING_FILE])[TIMING_FILE]
     return timings
 
