@@ -227,3 +227,5 @@ def test_sigint_inside_a_stage_of_a_real_run(tmp_path):
     err = proc.stderr.read()
     assert "vdlib run: interrupted; resume with the same command" in err
     assert "Traceback" not in err, err[-3000:]
+    left = [p.name for p in (tmp_path / "t" / "seed0" / "iter_1").glob(".*")]
+    assert left == [], left  # no working folder left behind, as after SIGTERM
