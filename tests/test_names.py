@@ -138,3 +138,16 @@ def test_a_fifo_or_process_substitution_params_file_is_named_as_such(tmp_path, c
         os.close(w)
     assert main(["params", "check", "/dev/null"]) == 2
     assert "is a device" in capsys.readouterr().err
+
+
+def test_a_folder_made_by_hand_with_a_newline_cannot_forge_a_status_row(tmp_path, capsys):
+    """vdlib never makes such a folder now; one renamed by hand is shown escaped, one line."""
+    from vdlib.loop.run_start import start_run
+
+    params = {"profile": "tiny", "experiment": "exp", "output_dir": str(tmp_path),
+              "model": {"proposer": "tiny-random"}}
+    run = start_run(load_params(params))
+    run.rename(run.parent / "x\n| spoof | done |")
+    assert main(["status", str(tmp_path)]) == 0
+    rows = [r for r in capsys.readouterr().out.splitlines() if r.startswith("| exp ")]
+    assert len(rows) == 1 and "'x\\n\\| spoof \\| done \\|'" in rows[0], rows

@@ -428,6 +428,16 @@ def _latest(*times: datetime.datetime | None) -> datetime.datetime | None:
 # ----------------------------------------------------------------------------- the table
 
 
+def _shown_name(name: str) -> str:
+    """A folder name as a cell: as it is if it follows :mod:`vdlib.config.names`' rule, else
+    escaped (a hand-made folder's newline cannot forge a row, nor a ``|`` a column)."""
+    from vdlib.config.names import name_problem
+
+    if name_problem(name) in (None, "reserved"):
+        return name
+    return ascii(name).replace("|", "\\|")
+
+
 def _row(s: RunStatus) -> list[str]:
     iteration = "-" if s.iterations is None else f"{s.iteration or '-'}/{s.iterations}"
     stages = "-" if s.stages_total is None else f"{s.stages_done}/{s.stages_total}"
@@ -435,7 +445,8 @@ def _row(s: RunStatus) -> list[str]:
         s.last_update.astimezone(datetime.UTC).strftime("%Y-%m-%d %H:%M")
     next_stage = "-" if s.state in ("done", "unreadable") or s.next_stage is None \
         else s.next_stage
-    return [s.experiment, s.run_id, s.label, iteration, stages, next_stage, updated,
+    return [_shown_name(s.experiment), _shown_name(s.run_id), s.label, iteration, stages,
+            next_stage, updated,
             *(format_number(s.metrics.get(k)) for k in METRIC_KEYS)]
 
 
