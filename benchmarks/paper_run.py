@@ -154,11 +154,20 @@ def main() -> int:
                "iterations": iters, "setup": {k: dict(v) for k, v in meter.c.items()
                                                if "@" not in k},
                "setup_peak_gib": {k: dict(v) for k, v in meter.peak.items() if "@" not in k},
-               "engine_starts_total": starts["n"], "error": error, "done": done}
+               "engine_starts_total": starts["n"], "torch_memory_at_stage_starts": boundaries,
+               "error": error, "done": done}
         out.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(out, json.dumps(doc, indent=1) + "\n")
 
+    boundaries: list[dict] = []
+
     def on_stage(t: int, stage: str) -> None:
+        # what this process's PyTorch holds at each stage start: nvidia-smi's peaks count the
+        # caching allocator's reserved blocks too, which a later trainer reuses but vLLM's
+        # sleep-mode pool cannot (tells a freed-but-reserved block from a leak)
+        boundaries.append({"before": f"{stage}@{t}",
+                           "allocated_gib": round(torch.cuda.memory_allocated() / 2**30, 2),
+                           "reserved_gib": round(torch.cuda.memory_reserved() / 2**30, 2)})
         save()
         meter.stage = f"{stage}@{t}"
         if args.prune:  # a proposer checkpoint no later stage reads: at 4B (16 GB a checkpoint,
