@@ -108,7 +108,8 @@ class GRPOConfig:
     micro_batch_size_experience: int = param(4, "Completions per forward of the no-grad pass "
                                              "that recomputes old log-probs before the update "
                                              "(verl's / EasyR1's compute_log_prob) for kl_cov / "
-                                             "clip_cov with cov_old_logprobs: recompute; grpo "
+                                             "clip_cov with cov_old_logprobs: packed or "
+                                             "recompute; grpo "
                                              f"does not read it. {PAPER}: 4 ('Micro-batch "
                                              "(experience)').", gt=0, le=65536)
     rollout_batch_size: int = param(16, "Prompts per rollout (generation) batch, a multiple of "
@@ -138,8 +139,9 @@ class GRPOConfig:
                                  "clip_ratio_high). Paper, Sec. 'Preliminaries: GRPO and "
                                  "R-Zero': one symmetric epsilon, clip(rho, 1-eps, 1+eps), so "
                                  "the default equals clip_eps_low (0.2, verl's default). "
-                                 "R-Zero's code clips the upper side higher (0.28, DAPO's "
-                                 "clip-higher): set 0.28 for R-Zero's setting.", gt=0, le=100)
+                                 "R-Zero's code clips the upper side higher (0.3, its actor "
+                                 "config's clip_ratio_high, a DAPO-style clip-higher): set 0.3 "
+                                 "for R-Zero's setting.", gt=0, le=100)
     rollout_is_correction: bool = param(False, "TRL's importance-sampling correction of "
                                         "rollouts sampled by vLLM (its sequence_mask mode, "
                                         "TRL's default). The paper trained with verl, which "
@@ -174,17 +176,20 @@ class GRPOConfig:
                                 ge=-1e6, le=1e6)
     clip_cov_ub: float = param(5.0, "Clip-Cov covariance upper bound. Paper: 5.",
                                 ge=-1e6, le=1e6)
-    cov_old_logprobs: str = param("recompute", "Old log-probs of kl_cov / clip_cov. recompute: "
-                                  "a separate no-grad forward of the policy over each rollout "
+    cov_old_logprobs: str = param("packed", "Old log-probs of kl_cov / clip_cov. packed: a "
+                                  "separate no-grad forward of the policy over each rollout "
                                   "batch before its update, in micro_batch_size_experience "
-                                  "chunks, as the paper's system (verl / EasyR1 / R-Zero: "
-                                  "compute_log_prob, no on-policy shortcut before verl v0.6.0) "
-                                  "does; its bf16 rounding differs from the update's, so "
-                                  "KL-Cov's |logp - old| term acts at one on-policy step per "
-                                  "rollout batch (docs/experiments.md). detach: the update's "
-                                  "own log-probs, detached, whenever TRL skips its old-log-prob "
-                                  "pass (exactly on-policy; KL-Cov's term is then 0). grpo does "
-                                  "not read it.", choices=("recompute", "detach"))
+                                  "chunks packed without padding, as the paper's system does "
+                                  "(verl v0.4.1-v0.5.0 compute_log_prob with use_remove_padding; "
+                                  "no on-policy shortcut before v0.6.0); it rounds differently "
+                                  "from the padded update, so KL-Cov's |logp - old| term has a "
+                                  "gradient at one on-policy step per rollout batch. recompute: "
+                                  "the same pass padded like the update: bit-identical to it in "
+                                  "bf16 (H200, 27 of 27 steps), so KL-Cov is inert (the "
+                                  "kl_cov_inert arm). detach: the update's own log-probs, "
+                                  "detached (exactly on-policy; KL-Cov's term is 0). "
+                                  "docs/experiments.md, 'KL-Cov on-policy'. grpo does not read "
+                                  "it.", choices=("packed", "recompute", "detach"))
 
 
 def _solver_grpo() -> GRPOConfig:
@@ -246,9 +251,12 @@ class ScoringConfig:
     proposer_reward_variant: str = param("paper", "paper: min(acc, 1-acc) inside the window, "
                                          "else 0; rzero: min(acc, 1-acc) with no window.",
                                          choices=("paper", "rzero"))
-    parse_failure_reward: float = param(0.0, "Proposer reward for an unparseable rollout. "
-                                        "Paper Algorithm 1: 0 (R-Zero code: -1).",
-                                        ge=-1000, le=1000)
+    parse_failure_reward: float = param(0.0, "Proposer reward for an unparseable rollout, "
+                                        "with no repetition penalty on top. Paper Algorithm 1: "
+                                        "0. R-Zero's code gives -1 minus the rollout's "
+                                        "penalty (its empty question is a BLEU cluster of its "
+                                        "own: -1 - 1/batch size); -1 here is that value without "
+                                        "the penalty.", ge=-1000, le=1000)
     bleu_threshold: float = param(0.5, f"BLEU-distance threshold of the repetition-penalty "
                                   f"clustering. {PAPER}: 0.5.", gt=0, le=1)
     penalty_weight: float = param(1.0, "Weight lambda of the repetition penalty (R-Zero: 1).",
@@ -262,6 +270,16 @@ class ScoringConfig:
                                "(larger penalties when fewer rollouts parse, as under a mask). "
                                "Failed rollouts get the failure reward either way (Algorithm 1).",
                                choices=("batch", "valid"))
+    failed_extraction: str = param("never_group", "How the majority vote treats a solver "
+                                   "answer with no boxed answer (a failed extraction), which "
+                                   "always counts in acc's denominator M. never_group: it never "
+                                   "forms a group (paper Algorithm 1: acc = 'fraction matching "
+                                   "majority vote'; R-Zero's labelling intent). separate_group: "
+                                   "the failures form one group, which can be the majority (then "
+                                   "the majority answer is null), as in R-Zero's reward server, "
+                                   "whose extractor returns the string 'None'. Applies to the "
+                                   "proposer reward and the scoring stage (docs/experiments.md).",
+                                   choices=("never_group", "separate_group"))
     solver_target: str = param("proposer", "Solver reward target: proposer (the proposer's "
                                f"stated answer, {SETUP}) or majority (R-Zero).",
                                choices=("proposer", "majority"))

@@ -58,7 +58,8 @@ class ProposerReward:
         scores = score_questions(questions, self.engine, self.tokenizer, cfg.num_solver_samples,
                                  seed=self.seed + 7919 * self.calls, temperature=cfg.temperature,
                                  top_p=cfg.top_p, top_k=cfg.top_k,
-                                 max_new_tokens=cfg.max_new_tokens, show_progress=False)
+                                 max_new_tokens=cfg.max_new_tokens, show_progress=False,
+                                 failed_extraction=cfg.failed_extraction)
         accs = [s.acc for s in scores]
         penalties = bleu_cluster_penalty(questions, cfg.bleu_threshold,
                                          include_failed=cfg.penalty_scope == "batch")

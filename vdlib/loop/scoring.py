@@ -7,6 +7,9 @@ batched engine call (prompt-major, so ``questions x m`` completions), extracts e
 once through :func:`vdlib.method.grading.majority_votes`): acc = the fraction of the m
 answers in the largest equivalence group, failed extractions included in the denominator
 (paper, App. "Verification via solver self-consistency"; R-Zero's reward server).
+``failed_extraction`` (config ``scoring.failed_extraction``) says whether the failed extractions
+also form a group of their own (``separate_group``, R-Zero's reward server as it runs) or never
+do (``never_group``, the default; docs/experiments.md).
 
 A ``None`` question (a proposer rollout that failed to parse) is not sent to the solver and
 scores ``acc = None``, which :func:`vdlib.method.rewards.proposer_reward` maps to its failure value.
@@ -21,7 +24,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from vdlib.engines.generation import GenerationEngine
-from vdlib.method.grading import is_equivalent, majority_votes
+from vdlib.method.grading import check_failed_extraction, is_equivalent, majority_votes
 from vdlib.method.parsing import extract_boxed
 from vdlib.method.prompts import solver_prompt
 from vdlib.utils.terminal import bars_disabled
@@ -51,10 +54,12 @@ class QuestionScore:
 def score_questions(questions: Sequence[str | None], solver_engine: GenerationEngine,
                     tokenizer: Any, m: int = 10, seed: int = 0, *, temperature: float = 1.0,
                     top_p: float = 0.99, top_k: int = 0, max_new_tokens: int = 2048,
-                    show_progress: bool = True) -> list[QuestionScore]:
+                    show_progress: bool = True,
+                    failed_extraction: str = "never_group") -> list[QuestionScore]:
     """One :class:`QuestionScore` per question, in order (see the module docstring)."""
     if m < 1:
         raise ValueError(f"m = {m}; allowed: m >= 1")
+    check_failed_extraction(failed_extraction)
     valid = [(i, q) for i, q in enumerate(questions) if isinstance(q, str) and q.strip()]
     scores = [QuestionScore(question=q) for q in questions]
     if not valid:
@@ -66,7 +71,7 @@ def score_questions(questions: Sequence[str | None], solver_engine: GenerationEn
                     for k in range(len(valid))]
     with tqdm(total=len(valid), desc="majority vote", unit="question",
               disable=not show_progress or len(valid) < 2 or bars_disabled()) as bar:
-        votes = majority_votes(answer_lists, progress=bar.update)
+        votes = majority_votes(answer_lists, progress=bar.update, failed=failed_extraction)
     for (i, _), answers, (majority, acc) in zip(valid, answer_lists, votes, strict=True):
         scores[i].answers, scores[i].majority, scores[i].acc = answers, majority, acc
     return scores

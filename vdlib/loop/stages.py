@@ -160,7 +160,8 @@ def score(store: ModelStore, t: int, out: Path) -> None:
         scores = score_questions([r["question"] for r in records], engine, tok,
                                  s.num_solver_samples, seed=derive_seed(cfg.seed, "score", t),
                                  temperature=s.temperature, top_p=s.top_p, top_k=s.top_k,
-                                 max_new_tokens=s.max_new_tokens)
+                                 max_new_tokens=s.max_new_tokens,
+                                 failed_extraction=s.failed_extraction)
     for r, sc in zip(records, scores, strict=True):
         r.update(solver_answers=sc.answers, majority=sc.majority, acc=sc.acc,
                  proposer_agrees=sc.agrees_with(r["answer"]) if sc.acc is not None else None)

@@ -17,8 +17,18 @@ evaluation parsed bare strings and missed exactly this). It never raises and nev
 
 ``majority_vote(answers)`` groups answers greedily in order of first appearance: an answer joins
 the first group whose first member it equals (as a string, or ``is_equivalent`` in either
-direction); ``None`` (a failed extraction) counts in the denominator and never forms a group;
-acc = size of the largest group / number of answers; ties go to the group that appeared first.
+direction); acc = size of the largest group / number of answers (failed extractions included:
+the denominator is always M); ties go to the group that appeared first. A failed extraction
+(``None``, or an empty answer) is handled by ``failed`` (:data:`FAILED_EXTRACTION`; config key
+``scoring.failed_extraction``, docs/experiments.md argues the default):
+
+- ``"never_group"`` (default): it counts in the denominator and never forms a group;
+- ``"separate_group"``: the failures form one group of their own, placed where the first of
+  them appeared, which can be the largest; then the majority answer is ``None`` and acc = the
+  failures' share. This is R-Zero's reward server as it runs: mathruler's
+  ``extract_boxed_content`` returns the string ``"None"`` for an answer without a box, and that
+  string is grouped like any answer.
+
 An answer whose comparison ran into the timeout is compared as a string only from then on, so
 ten pathological answers cost about ten timeouts, not ninety.
 
@@ -28,6 +38,10 @@ ten pathological answers cost about ten timeouts, not ninety.
 ('34', 0.6)
 >>> majority_vote([None, None])
 (None, 0.0)
+>>> majority_vote([None, "7", None, None, "7"], failed="separate_group")
+(None, 0.6)
+>>> majority_vote([None, "7", None, None, "7"])
+('7', 0.4)
 """
 
 from __future__ import annotations
@@ -44,11 +58,27 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = ["is_equivalent", "majority_vote", "majority_votes", "vote_workers", "normalize_answer",
-           "DEFAULT_TIMEOUT"]
+           "DEFAULT_TIMEOUT", "FAILED_EXTRACTION", "check_failed_extraction"]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = 5.0
+#: How a majority vote treats a failed extraction (see the module docstring); the first is the
+#: default, the choices of config key ``scoring.failed_extraction``.
+FAILED_EXTRACTION = ("never_group", "separate_group")
+
+
+def check_failed_extraction(failed: str) -> str:
+    """``failed`` when it is one of :data:`FAILED_EXTRACTION`, else a one-line ValueError.
+
+    >>> check_failed_extraction("separate")
+    Traceback (most recent call last):
+    ...
+    ValueError: failed_extraction = 'separate'; allowed: never_group, separate_group
+    """
+    if failed not in FAILED_EXTRACTION:
+        raise ValueError(f"failed_extraction = {failed!r}; allowed: {', '.join(FAILED_EXTRACTION)}")
+    return failed
 _MAX_LEN = 2000  # longer "answers" are not final answers; compare them as strings only
 
 _INTEGER = re.compile(r"[+-]?\d{1,30}")  # plain integers: compared as integers
@@ -265,31 +295,34 @@ def is_equivalent(gold: Any, pred: Any, timeout: float = DEFAULT_TIMEOUT) -> boo
     return bool(_equivalent(gold, pred, timeout))
 
 
-def majority_vote(answers: Sequence[str | None],
-                  timeout: float = DEFAULT_TIMEOUT) -> tuple[str | None, float]:
+def majority_vote(answers: Sequence[str | None], timeout: float = DEFAULT_TIMEOUT, *,
+                  failed: str = "never_group") -> tuple[str | None, float]:
     """``(majority answer, acc)`` over ``answers`` (see the module docstring).
 
-    The majority answer is the first member of the largest group; acc is its size divided by
-    ``len(answers)`` (None answers included). No valid answer gives ``(None, 0.0)``.
+    The majority answer is the first member of the largest group (None when that group is the
+    failures', under ``failed="separate_group"``); acc is its size divided by ``len(answers)``
+    (None answers included). Under ``"never_group"`` no valid answer gives ``(None, 0.0)``.
     """
-    return _vote(answers, timeout, None)
+    return _vote(answers, timeout, None, check_failed_extraction(failed))
 
 
 def majority_votes(answer_lists: Sequence[Sequence[str | None]],
                    timeout: float = DEFAULT_TIMEOUT, *, workers: int | None = None,
-                   progress: Any = None) -> list[tuple[str | None, float]]:
-    """:func:`majority_vote` of each list, in order, the same results, over ``workers`` threads
-    with a grading helper each (default: :func:`vote_workers`; 1 = one after another in this
-    thread; the helpers stay for the next call). ``progress``: called once per finished vote
-    (e.g. a tqdm's ``update``)."""
+                   progress: Any = None,
+                   failed: str = "never_group") -> list[tuple[str | None, float]]:
+    """:func:`majority_vote` of each list (with the same ``failed``), in order, the same
+    results, over ``workers`` threads with a grading helper each (default:
+    :func:`vote_workers`; 1 = one after another in this thread; the helpers stay for the next
+    call). ``progress``: called once per finished vote (e.g. a tqdm's ``update``)."""
     from concurrent.futures import ThreadPoolExecutor
     from queue import SimpleQueue
 
+    check_failed_extraction(failed)
     workers = vote_workers() if workers is None else workers
     if workers <= 1 or len(answer_lists) < 2:
         out = []
         for answers in answer_lists:
-            out.append(majority_vote(answers, timeout))
+            out.append(majority_vote(answers, timeout, failed=failed))
             if progress:
                 progress()
         return out
@@ -300,7 +333,7 @@ def majority_votes(answer_lists: Sequence[Sequence[str | None]],
     def one(answers: Sequence[str | None]) -> tuple[str | None, float]:
         h = helpers.get()
         try:
-            return _vote(answers, timeout, h)
+            return _vote(answers, timeout, h, failed)
         finally:
             helpers.put(h)
             if progress:
@@ -336,9 +369,10 @@ def vote_workers() -> int:
     return max(1, min(8, (os.cpu_count() or 1) // 4))
 
 
-def _vote(answers: Sequence[str | None], timeout: float,
-          helper: _HelperProcess | None) -> tuple[str | None, float]:
-    groups: list[list[str]] = []
+def _vote(answers: Sequence[str | None], timeout: float, helper: _HelperProcess | None,
+          failed: str = "never_group") -> tuple[str | None, float]:
+    groups: list[list[str | None]] = []
+    failures: list[str | None] | None = None  # the failures' group, under "separate_group"
     slow: set[str] = set()  # answers that ran into the timeout: compared as strings from then on
 
     def same(head: str, a: str) -> bool:
@@ -357,9 +391,14 @@ def _vote(answers: Sequence[str | None], timeout: float,
 
     for a in answers:
         if not isinstance(a, str) or not a.strip():
+            if failed == "separate_group":
+                if failures is None:
+                    failures = []
+                    groups.append(failures)  # its place: where the first failure appeared
+                failures.append(None)
             continue
         for g in groups:
-            if same(g[0], a):
+            if g is not failures and same(g[0], a):  # type: ignore[arg-type]
                 g.append(a)
                 break
         else:
@@ -367,4 +406,4 @@ def _vote(answers: Sequence[str | None], timeout: float,
     if not groups:
         return None, 0.0
     best = max(groups, key=len)  # max keeps the first of equal sizes: first appearance wins
-    return best[0], len(best) / len(answers)
+    return (None if best is failures else best[0]), len(best) / len(answers)
