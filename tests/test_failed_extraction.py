@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import random
 import re
+from pathlib import Path
 
 import pytest
 
@@ -203,3 +204,23 @@ def test_the_scoring_stage_passes_the_configured_rule(monkeypatch, tmp_path):
     stages.score(Store(), 1, tmp_path)
     assert seen["failed_extraction"] == "separate_group"
     assert read_jsonl(tmp_path / "questions.jsonl") == []
+
+
+TEX = Path(__file__).resolve().parents[2] / "shared" / "paper" / "vocab_dropout_paper.tex"
+
+
+@pytest.mark.skipif(not TEX.is_file(), reason="paper .tex not available")
+def test_the_default_reads_algorithm_1_and_every_report_shows_the_switch():
+    """Algorithm 1's acc is the 'fraction matching majority vote' of the solver responses: a
+    vote among answers, which a response without one does not cast (docs/experiments.md,
+    "Failed extractions in the majority vote"); the settings table lists the switch."""
+    from vdlib.report.settings_tables import settings_table
+
+    text = TEX.read_text(encoding="utf-8")
+    assert r"$\text{acc}_i \gets$ fraction matching majority vote" in text
+    assert load_params({}).scoring.failed_extraction == "never_group"
+    settings = settings_table(load_params({"profile": "tiny",
+                                           "scoring": {"failed_extraction": "separate_group"}}))
+    row = settings.set_index("key").loc["scoring.failed_extraction"]
+    assert (row["table"], row["paper"], row["ours"], bool(row["same"])) == \
+        ("protocol switch", "never_group", "separate_group", False)
