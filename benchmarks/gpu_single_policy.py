@@ -94,7 +94,10 @@ def export(params: str, output_dir: str) -> dict:
             "warm_start": dataclasses.asdict(cfg.warm_start),
             "evaluation": {"benchmarks": list(cfg.evaluation.benchmarks),
                            "runs": cfg.evaluation.runs,
-                           "temperature": cfg.evaluation.temperature},
+                           "temperature": cfg.evaluation.temperature,
+                           # the pooling rule vdlib results pools pass@1 by
+                           "per_seed": cfg.evaluation.per_seed,
+                           "se_ddof": cfg.evaluation.se_ddof},
             "base_pass1": _summary(read_evaluation(base_dir, cfg)), "runs": runs}
 
 

@@ -276,7 +276,7 @@ def main() -> int:
                            "temperature": cfg.evaluation.temperature,
                            "max_new_tokens": cfg.evaluation.max_new_tokens,
                            "items": {b: r.n for b, r in base.results.items()} if base else None}}
-    data = collect_results(runs, evals, base, meta)
+    data = collect_results(runs, evals, base, meta, cfg.evaluation)  # + the pooling rule
     data["records"] += partial_records(runs)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

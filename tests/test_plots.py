@@ -146,8 +146,8 @@ def test_diversity_dynamics_and_cumulative_vendi(metrics, tmp_path):
     r = plots.diversity_dynamics(metrics, tmp_path)
     _saved(r, "diversity_dynamics")
     v = r.data.set_index(["arm", "metric", "iteration"]).loc[("vd75", "vendi", 2)]
-    # two seeds, 7 and 8: population SD 0.5 / sqrt 2 (evaluation.se_ddof = 0)
-    assert v["mean"] == 7.5 and v["se"] == pytest.approx(0.5 / 2 ** 0.5) and v["n"] == 2
+    # two seeds, 7 and 8: sample SD 0.707 / sqrt 2 (no paper cell: seed_summary's ddof 1)
+    assert v["mean"] == 7.5 and v["se"] == pytest.approx(0.5) and v["n"] == 2
     r = plots.cumulative_vendi_figure(metrics, tmp_path)
     _saved(r, "cumulative_vendi")
 

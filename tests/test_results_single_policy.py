@@ -81,7 +81,8 @@ def test_the_reward_table_says_how_much_grpo_had_to_act_on():
 
 def test_pass1_puts_the_papers_cells_beside_ours():
     table = single_policy_pass1_table(_export()).set_index(["arm", "benchmark"])
-    assert table.loc[("VD95", "gsm8k"), "ours"] == "2.00 ± 0.47"  # seeds 1, 2, 3 %, ddof 0
+    # seeds 1, 2, 3 % (each its first run), the file's rule (none: first_run, ddof 0)
+    assert table.loc[("VD95", "gsm8k"), "ours"] == "2.00 ± 0.47"
     assert table.loc[("VD95", "gsm8k"), "n"] == 3
     assert table.loc[("Base (no training)", "gsm8k"), "n"] == 3  # its evaluation runs
     assert table.loc[("Baseline", "gsm8k"), "paper Qwen3-4B-Base"] == "86.3"

@@ -198,14 +198,14 @@ def test_question_diversity_growth(metrics):
     t = tables.question_diversity_table(metrics).frame.set_index("label")
     # baseline growth per seed: 8 - 5 = 3 and 6 - 5 = 1 -> 2 +- 1
     assert t.loc["ours: Baseline", "Growth"] == pytest.approx(2.0)
-    # population SD / sqrt(n), the paper's rule: 1 / sqrt(2)
-    assert t.loc["ours: Baseline", "Growth_se"] == pytest.approx(1 / 2 ** 0.5)
+    # sample SD / sqrt(n) (the paper prints this table without SE): sqrt(2) / sqrt(2)
+    assert t.loc["ours: Baseline", "Growth_se"] == pytest.approx(1.0)
     assert t.loc["ours: VD75", "Growth"] == pytest.approx(3.5)
     assert t.loc["ours: VD75", "1-2"] == pytest.approx(9.5)
     assert t.loc["paper Qwen3-8B: Gen-only", "Growth"] == 2.6
     assert list(t.columns[:6]) == ["source", "group", "arm", "It. 1", "It. 1_se", "1-2"]
     md = tables.question_diversity_table(metrics, "markdown")
-    assert "| ours: Baseline | 5.0 ± 0.0 | 7.0 ± 0.7 |" in md
+    assert "| ours: Baseline | 5.0 ± 0.0 | 7.0 ± 1.0 |" in md  # 8, 6: sample SD
 
 
 def test_vocab_util_and_nli_tables(metrics):
@@ -226,7 +226,7 @@ def test_correctness_table_from_questions_and_from_files(tmp_path):
                      columns=["arm", "seed", "iteration", "correct"])
     t = tables.correctness_table(q, "frame").set_index("label")
     assert t.loc["ours: VD75", "It. 1"] == pytest.approx(75.0)  # (50 + 100) / 2
-    assert t.loc["ours: VD75", "It. 1_se"] == pytest.approx(25.0 / 2 ** 0.5)  # population SD
+    assert t.loc["ours: VD75", "It. 1_se"] == pytest.approx(25.0)  # sample SD 35.4 / sqrt 2
     assert t.loc["paper Qwen3-8B: Baseline", "It. 5"] == 38.0
     run = tmp_path / "exp" / "vd75-seed3"
     (run / "verification").mkdir(parents=True)
@@ -269,6 +269,6 @@ def test_wellposed_table_counts():
                                  "well_posed", "correct", "vendi_wp", "vendi_c"])
     r = tables.wellposed_table(runs, "frame").set_index("label").loc["ours: VD75"]
     assert (r["filter_pass"], r["pass_rate"], r["well_posed"]) == (11, 55.0, 8)
-    assert r["filter_pass_se"] == pytest.approx(1 / 2 ** 0.5)  # population SD / sqrt(2)
+    assert r["filter_pass_se"] == pytest.approx(1.0)  # sample SD sqrt(2) / sqrt(2)
     assert (r["delta_vendi_wp"], r["delta_vendi_c"]) == (2.5, 0.5)
 

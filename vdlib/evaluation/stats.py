@@ -13,7 +13,8 @@ from typing import Any
 
 from vdlib.utils.stats import SE_DDOF, mean_and_se
 
-__all__ = ["BenchmarkResult", "EvalSummary", "mean_and_se", "pool_runs", "PER_SEED_CHOICES"]
+__all__ = ["BenchmarkResult", "EvalSummary", "mean_and_se", "pool_runs", "PER_SEED_CHOICES",
+           "seed_value", "pool_accuracies", "pooling_note"]
 
 logger = logging.getLogger(__name__)
 
@@ -112,14 +113,67 @@ def pool_runs(summaries: Mapping[Any, EvalSummary], per_seed: str = "first_run",
             pooled[arm] = EvalSummary(res, {**first.protocol, "se_ddof": ddof})
             continue
 
-        def value(r: BenchmarkResult) -> float:
-            return r.accuracies[0] if per_seed == "first_run" else statistics.fmean(r.accuracies)
-
         pooled[arm] = EvalSummary(
-            {b: BenchmarkResult(b, first.results[b].n, [value(s.results[b]) for _, s in items],
+            {b: BenchmarkResult(b, first.results[b].n,
+                                [seed_value(s.results[b].accuracies, per_seed) for _, s in items],
                                 [int(seed) if seed is not None else i
                                  for i, (seed, _) in enumerate(items)], ddof)
              for b in benches},
             {**first.protocol, "pooled_over_seeds": [seed for seed, _ in items],
              "per_seed": per_seed, "se_ddof": ddof})
     return pooled
+
+
+def seed_value(accuracies: Sequence[float], per_seed: str = "first_run") -> float:
+    """What one training seed's evaluation runs add to a pooled cell (``evaluation.per_seed``):
+    its first run (``first_run``) or the mean of its runs (``mean``).
+
+    >>> seed_value([0.6, 1.0, 1.4]), seed_value([0.6, 1.0, 1.4], "mean")
+    (0.6, 1.0)
+    """
+    if per_seed not in PER_SEED_CHOICES:
+        raise ValueError(f"per_seed = {per_seed!r}; allowed: {', '.join(PER_SEED_CHOICES)}")
+    if not accuracies:
+        raise ValueError("seed_value of no evaluation runs")
+    return float(accuracies[0]) if per_seed == "first_run" else statistics.fmean(accuracies)
+
+
+def pool_accuracies(runs: Mapping[int | None, Sequence[float]], per_seed: str = "first_run",
+                    ddof: int = SE_DDOF) -> BenchmarkResult:
+    """One benchmark's cell from each seed's evaluation runs (``{seed: [run accuracies]}``; the
+    key None: a model with no training seed, e.g. the starting checkpoint, whose runs are its
+    values): :func:`pool_runs`, the notebooks' rule, on that one benchmark. The values keep
+    their scale (fractions or %); ``n`` is 0 (unknown here).
+
+    >>> r = pool_accuracies({0: [0.6, 1.0, 1.4], 1: [0.6, 1.0, 0.8], 2: [0.4, 1.2, 1.2]})
+    >>> [round(a, 1) for a in r.accuracies], round(r.mean, 4)
+    ([0.6, 0.6, 0.4], 0.5333)
+    >>> [round(a, 4) for a in pool_accuracies({0: [0.6, 1.0, 1.4], 1: [0.6, 1.0, 0.8]},
+    ...                                       "mean").accuracies]
+    [1.0, 0.8]
+    """
+    if not runs:
+        raise ValueError("pool_accuracies of no seeds")
+    summaries = {(("m", seed) if seed is not None else "m"):
+                 EvalSummary({"b": BenchmarkResult("b", 0, [float(a) for a in accs],
+                                                   list(range(len(accs))), ddof)})
+                 for seed, accs in runs.items()}
+    if None in runs and len(runs) > 1:
+        raise ValueError("pool_accuracies: a model without a training seed (key None) is "
+                         "pooled alone")
+    return pool_runs(summaries, per_seed, ddof)["m"].results["b"]
+
+
+def pooling_note(per_seed: str, ddof: int, source: str | None = None) -> str:
+    """The line printed under each pooled table: the rule (``evaluation.per_seed`` and
+    ``evaluation.se_ddof``) and, when given, where it came from.
+
+    >>> pooling_note("mean", 1, "the file")[-65:]
+    'evaluation.se_ddof = 1 (SE = sample SD / sqrt(k)); from the file.'
+    """
+    what = ("each training seed adds its first evaluation run" if per_seed == "first_run"
+            else "each training seed adds the mean of its evaluation runs")
+    sd = "population SD" if ddof == 0 else "sample SD"
+    tail = f"; from {source}" if source else ""
+    return (f"Pooling: evaluation.per_seed = {per_seed} ({what}), evaluation.se_ddof = {ddof} "
+            f"(SE = {sd} / sqrt(k)){tail}.")

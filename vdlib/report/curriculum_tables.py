@@ -304,7 +304,7 @@ def wellposed_table(composition: pd.DataFrame, fmt: str | None = None, *,
             d = g[g["arm"] == arm]
             rec = _ours(group, arm, iteration=int(d["iteration"].max()))
             for c in cols:
-                mean, se = mean_and_se(d[c].astype(float).tolist())
+                mean, se = mean_and_se(d[c].astype(float).tolist(), ddof=1)  # no paper SE
                 rec[c], rec[f"{c}_se"] = mean, np.nan if se is None else se
             for key, out in deltas:
                 v = vmean.get(key, pd.Series(dtype=float))

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import statistics
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from typing import Any
 from vdlib.config import layout
 from vdlib.config.experiment import ExperimentConfig, load_params
 from vdlib.evaluation import EvalSummary, pool_runs, protocol_kwargs
+from vdlib.evaluation.stats import seed_value
 from vdlib.report.curriculum_sets import composition_frame, diversity_frame
 from vdlib.utils.stats import compare_seeds, mean_and_se
 
@@ -394,9 +396,12 @@ COMPARED = {"valid_questions": "valid questions", "self_bleu": "Self-BLEU (lower
 
 
 def compare_arms(runs: Mapping[RunKey, Path], evals: Mapping[RunKey, EvalSummary] | None = None,
-                 arms: tuple[str, str] = ("baseline", "vd75"), iteration: int | None = None):
+                 arms: tuple[str, str] = ("baseline", "vd75"), iteration: int | None = None,
+                 per_seed: str | ExperimentConfig = "first_run"):
     """Two arms over seeds at ``iteration`` (default: the last all runs finished), per quantity
-    of :data:`COMPARED` (and ``pass@1``, the mean over benchmarks of each run's evaluation),
+    of :data:`COMPARED` (and ``pass@1``, the mean over benchmarks of what each seed adds to a
+    pooled cell under ``per_seed``, ``evaluation.per_seed``: its first evaluation run or the
+    mean of its runs, as :func:`pool_seeds`; a config: its ``evaluation.per_seed``),
     through :func:`vdlib.utils.stats.compare_seeds`: each arm's mean and standard error across seeds
     (sample SD / sqrt(n)) and ``n``, the difference ``arms[1] - arms[0]`` and its standard
     error (sample SDs), Welch's t, df and two-sided p, the paired t by seed (``n_pairs``, df,
@@ -414,10 +419,12 @@ def compare_arms(runs: Mapping[RunKey, Path], evals: Mapping[RunKey, EvalSummary
     values: dict[tuple[str, str], dict[Any, float]] = {}
     for r in m.itertuples():
         values.setdefault((r.metric, r.arm), {})[r.seed] = float(r.value)
+    rule = per_seed.evaluation.per_seed if isinstance(per_seed, ExperimentConfig) else per_seed
     if evals:
         for (arm, seed), s in evals.items():
             if arm in arms and s.results:
-                values.setdefault(("pass@1", arm), {})[seed] = s.average()[0]
+                values.setdefault(("pass@1", arm), {})[seed] = statistics.fmean(
+                    seed_value(r.accuracies, rule) for r in s.results.values())
     rows = []
     for metric, label in [*COMPARED.items(), ("pass@1", "solver pass@1 (stand-in)")]:
         xs = [values.get((metric, arm), {}) for arm in arms]

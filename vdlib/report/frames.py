@@ -36,6 +36,7 @@ from vdlib.utils.stats import grouped_mean_se
 
 __all__ = ["ARM_ORDER", "LOOP_METRIC_COLUMNS", "load_eval_summary", "load_correctness",
            "require_columns", "select_arms", "arm_label", "row_label", "seed_summary",
+           "SEED_SUMMARY_DDOF",
            "metric_summary", "pct_change"]
 
 logger = logging.getLogger(__name__)
@@ -125,11 +126,24 @@ def row_label(key: str) -> str:
     return f"{prefix}{sep}{ARM_LABELS[arm]}" if sep and arm in ARM_LABELS else key
 
 
-def seed_summary(frame: pd.DataFrame, by: Sequence[str], value: str = "value") -> pd.DataFrame:
+#: spread of :func:`seed_summary`'s SEs: the sample SD. Its cells (the diversity and entropy
+#: figures' bands, tab:question_diversity, tab:correctness, the annealing table) are none the
+#: paper prints with an SE; the population SD is kept for the pass@1 cells the paper prints
+#: with one (``evaluation.se_ddof``).
+SEED_SUMMARY_DDOF = 1
+
+
+def seed_summary(frame: pd.DataFrame, by: Sequence[str], value: str = "value",
+                 ddof: int = SEED_SUMMARY_DDOF) -> pd.DataFrame:
     """``by`` columns plus ``mean``, ``se`` (NaN for one seed) and ``n`` of ``value`` over the
-    remaining rows (seeds); NaN values are dropped first
-    (:func:`vdlib.utils.stats.grouped_mean_se`)."""
-    return grouped_mean_se(frame, by, value)
+    remaining rows (seeds); NaN values are dropped first; SE = std(``ddof``) / sqrt(n), by
+    default the sample SD (:data:`SEED_SUMMARY_DDOF`; :func:`vdlib.utils.stats.grouped_mean_se`).
+
+    >>> f = pd.DataFrame({"arm": ["a", "a"], "value": [7.0, 8.0]})
+    >>> seed_summary(f, ["arm"])[["mean", "se", "n"]].values.tolist()
+    [[7.5, 0.5, 2.0]]
+    """
+    return grouped_mean_se(frame, by, value, ddof)
 
 
 def metric_summary(metrics: pd.DataFrame, names: Iterable[str]) -> pd.DataFrame:

@@ -12,6 +12,13 @@ table (each VD arm minus the baseline: Welch's and the paired t-test of
 ``vdlib results FILE --out DIR`` runs it and prints the effects table. The file is checked whole
 first (:mod:`vdlib.report.results_file`, whose names this module re-exports).
 
+One pooling rule: pass@1 cells pool each seed's evaluation runs as the notebooks do
+(:func:`vdlib.evaluation.pool_accuracies`, i.e. :func:`vdlib.evaluation.pool_runs`) under the
+file's ``evaluation.per_seed`` and ``evaluation.se_ddof``
+(:func:`vdlib.report.results_file.pooling_rule`; :func:`collect_results` writes them), and the
+rule is printed under every table. Every other cell (loop metrics over seeds) is mean ± SE
+with the sample SD (ddof 1): no paper table prints an SE for them.
+
 >>> RECORD_FIELDS[:3]
 ('valid_fraction', 'self_bleu', 'vendi')
 """
@@ -27,28 +34,32 @@ from typing import Any
 import pandas as pd
 
 from vdlib.config import layout
+from vdlib.evaluation.stats import pool_accuracies, seed_value
 from vdlib.report.frames import LOOP_METRIC_COLUMNS, arm_label
 from vdlib.report.results_contrasts import DIRECTION, comparison_fields
 from vdlib.report.results_file import (
     PASS1_PREFIX,
     RECORD_FIELDS,
     RESULTS_MAX_BYTES,
+    PoolingRule,
     ResultsFileError,
     finite_or_null,
     load_results,
+    pooling_rule,
     read_json_file,
 )
 from vdlib.report.table_format import format_cell
 from vdlib.utils import safe_read
 from vdlib.utils.artifacts import atomic_write_text
-from vdlib.utils.stats import ALPHA, SE_DDOF, compare_seeds, mean_and_se
+from vdlib.utils.stats import ALPHA, compare_seeds, mean_and_se
 
 __all__ = ["RECORD_FIELDS", "PASS1_PREFIX", "collect_results", "merge_results", "load_results",
            "read_json_file", "ResultsFileError", "RESULTS_MAX_BYTES", "loop_frame",
            "pass1_frame", "summary_table", "SCALE_FIELDS", "scale_comparison", "pass1_table",
-           "effects_table", "results_report"]
+           "effects_table", "results_report", "pooling_rule", "PoolingRule", "pass1_runs"]
 
-#: spread of :func:`summary_table`'s SEs: the sample SD (no paper cell reproduced there)
+#: spread of the SEs of every cell that is not pass@1 (:func:`summary_table`, the question
+#: diversity table, the figures' bands): the sample SD (no paper table prints an SE for them)
 SUMMARY_DDOF = 1
 
 
@@ -62,11 +73,15 @@ def _pass1_fields(summary: Any) -> dict[str, Any]:
 
 def collect_results(runs: Mapping[tuple[str, int], str | os.PathLike],
                     evaluations: Mapping[tuple[str, int], Any] | None = None,
-                    base: Any = None, meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                    base: Any = None, meta: Mapping[str, Any] | None = None,
+                    evaluation: Any = None) -> dict[str, Any]:
     """``{**meta, "records": [...]}``: per run ``(arm, seed)`` and finished iteration, the
     :data:`RECORD_FIELDS` of its metrics (None where absent) and, at the evaluated (last)
     iteration, solver pass@1 from ``evaluations[(arm, seed)]`` (an EvalSummary); ``base``: the
-    starting checkpoint's EvalSummary, recorded as arm ``base``, seed None, iteration 0."""
+    starting checkpoint's EvalSummary, recorded as arm ``base``, seed None, iteration 0. The
+    pooling rule is always written, in ``evaluation.per_seed`` and ``evaluation.se_ddof``: from
+    ``meta["evaluation"]`` where it has them, else from ``evaluation`` (the runs'
+    :class:`vdlib.config.EvaluationConfig`), else the config's defaults."""
     records: list[dict[str, Any]] = []
     if base is not None:
         records.append({"arm": "base", "seed": None, "iteration": 0, **_pass1_fields(base)})
@@ -79,7 +94,14 @@ def collect_results(runs: Mapping[tuple[str, int], str | os.PathLike],
             if evaluations and (arm, seed) in evaluations and i == len(finished) - 1:
                 rec.update(_pass1_fields(evaluations[(arm, seed)]))
             records.append(rec)
-    return {**(meta or {}), "records": records}
+    out = dict(meta or {})
+    ev = dict(out.get("evaluation") or {})
+    rule = pooling_rule({"evaluation": {k: getattr(evaluation, k) for k in ("per_seed", "se_ddof")
+                                        if evaluation is not None}})
+    ev.setdefault("per_seed", rule.per_seed)
+    ev.setdefault("se_ddof", rule.se_ddof)
+    out["evaluation"] = ev
+    return {**out, "records": records}
 
 
 def _update_meta(dst: dict[str, Any], src: Mapping[str, Any]) -> None:
@@ -178,16 +200,31 @@ def loop_frame(data: Mapping[str, Any], fields: Iterable[str] = RECORD_FIELDS) -
     return pd.DataFrame(rows, columns=LOOP_METRIC_COLUMNS)
 
 
-def pass1_frame(data: Mapping[str, Any]) -> pd.DataFrame:
-    """``arm, seed, iteration, benchmark, accuracy`` (%, the mean over evaluation runs)."""
-    rows = [{"arm": r["arm"], "seed": r["seed"], "iteration": r["iteration"],
-             "benchmark": k[len(PASS1_PREFIX):], "accuracy": float(v)}
-            for r in data["records"] for k, v in r.items()
-            if k.startswith(PASS1_PREFIX) and isinstance(v, int | float)]
+def pass1_runs(record: Mapping[str, Any], benchmark: str) -> list[float] | None:
+    """A record's evaluation runs (%) on ``benchmark``: ``pass1_<b>_runs``, or, where a file has
+    only the mean, ``[pass1_<b>]``; None where it has neither."""
+    runs = record.get(f"{PASS1_PREFIX}{benchmark}_runs")
+    if runs:
+        return [float(v) for v in runs]
+    mean = record.get(f"{PASS1_PREFIX}{benchmark}")
+    return None if mean is None else [float(mean)]
+
+
+def pass1_frame(data: Mapping[str, Any], per_seed: str | None = None) -> pd.DataFrame:
+    """``arm, seed, iteration, benchmark, accuracy`` (%): what each record adds to a pooled cell,
+    :func:`vdlib.evaluation.seed_value` of its runs under ``per_seed`` (default: the file's
+    ``evaluation.per_seed``, :func:`pooling_rule`): its first evaluation run or their mean."""
+    rule = per_seed or pooling_rule(data).per_seed
+    benches = {k[len(PASS1_PREFIX):].removesuffix("_runs") for r in data["records"] for k in r
+               if k.startswith(PASS1_PREFIX) and k != "pass1_unfinished"}
+    rows = [{"arm": r["arm"], "seed": r["seed"], "iteration": r["iteration"], "benchmark": b,
+             "accuracy": seed_value(runs, rule)}
+            for r in data["records"] for b in sorted(benches)
+            if (runs := pass1_runs(r, b)) is not None]
     return pd.DataFrame(rows, columns=["arm", "seed", "iteration", "benchmark", "accuracy"])
 
 
-def _cell(values: Sequence[float], digits: int = 3, ddof: int = SE_DDOF) -> str:
+def _cell(values: Sequence[float], digits: int = 3, ddof: int = SUMMARY_DDOF) -> str:
     return format_cell(*mean_and_se(list(values), ddof), "markdown", digits)
 
 
@@ -238,13 +275,16 @@ def scale_comparison(small: pd.DataFrame, data: Mapping[str, Any],
                                          for x in (small_label, large_label))])
 
 
-def pass1_table(data: Mapping[str, Any], ddof: int = SE_DDOF) -> pd.DataFrame:
-    """Solver pass@1 (%) per arm, evaluated iteration and benchmark: mean ± SE (``std(ddof) /
-    sqrt(k)``, by default the paper's rule for its pass@1 cells, the population SD) over the seeds
-    evaluated on that benchmark (each seed: the mean of its evaluation runs; the starting
-    checkpoint: over its evaluation runs), and how many seeds that is (``<benchmark> seeds``;
-    a seed whose evaluation was cut short lacks the benchmarks it did not finish; blank for the
-    starting checkpoint, which has no training seed)."""
+def pass1_table(data: Mapping[str, Any], rule: PoolingRule | None = None) -> pd.DataFrame:
+    """Solver pass@1 (%) per arm, evaluated iteration and benchmark: the notebooks' cell
+    (:func:`vdlib.evaluation.pool_accuracies`) under ``rule`` (default: the file's,
+    :func:`pooling_rule`): mean ± SE (``std(se_ddof) / sqrt(k)``) over the seeds evaluated on
+    that benchmark, each adding its first evaluation run or the mean of its runs
+    (``per_seed``); one seed, or the starting checkpoint: over its evaluation runs. And how many
+    seeds that is (``<benchmark> seeds``; a seed whose evaluation was cut short lacks the
+    benchmarks it did not finish; blank for the starting checkpoint, which has no training
+    seed)."""
+    rule = rule or pooling_rule(data)
     records = data["records"]
     benches = sorted({k[len(PASS1_PREFIX):-len("_runs")] for r in records for k in r
                       if k.startswith(PASS1_PREFIX) and k.endswith("_runs")})
@@ -256,17 +296,20 @@ def pass1_table(data: Mapping[str, Any], ddof: int = SE_DDOF) -> pd.DataFrame:
     for (arm, t), evaluated in groups.items():
         row: dict[str, Any] = {"arm": arm_label(arm), "iteration": t}
         for b in benches:
-            have = [r for r in evaluated if r.get(f"{PASS1_PREFIX}{b}") is not None]
-            values = ([a for r in have for a in r[f"{PASS1_PREFIX}{b}_runs"]]
-                      if arm == "base" else [r[f"{PASS1_PREFIX}{b}"] for r in have])
-            row[b] = _cell(values, 1, ddof) if values else ""
+            have = [r for r in evaluated if pass1_runs(r, b) is not None]
+            if have:
+                cell = pool_accuracies({None if arm == "base" else r["seed"]: pass1_runs(r, b)
+                                        for r in have}, rule.per_seed, rule.se_ddof)
+                row[b] = format_cell(cell.mean, cell.se, "markdown", 1)
+            else:
+                row[b] = ""
             row[f"{b} seeds"] = len(have) if arm != "base" else ""  # no training seed
         rows.append(row)
     return pd.DataFrame(rows)
 
 
 def paper_table(data: Mapping[str, Any], label: str = "tab:vanilla_eval",
-                ddof: int = SE_DDOF) -> pd.DataFrame:
+                rule: PoolingRule | None = None) -> pd.DataFrame:
     """Our pass@1 (%) beside the paper's: per arm and benchmark, ours at the arm's last
     evaluated iteration (mean ± SE over its seeds, :func:`pass1_table`'s rule) and the paper's
     printed cell of ``label`` for each co-evolved model (Qwen3-4B and -8B after 5 iterations;
@@ -276,7 +319,7 @@ def paper_table(data: Mapping[str, Any], label: str = "tab:vanilla_eval",
     from vdlib.report.paper_values import paper_cells, paper_values
 
     groups = list(paper_values(label)["data"])
-    table = pass1_table(data, ddof)
+    table = pass1_table(data, rule)
     if table.empty:
         return pd.DataFrame(columns=["arm", "iteration", "benchmark", "ours",
                                      *(f"paper {g}" for g in groups)])
@@ -329,12 +372,14 @@ def effects_table(data: Mapping[str, Any], baseline: str = "baseline",
     return pd.DataFrame(rows)
 
 
-#: the first line of each table's ``.md``: which rule its cells use
+#: the first line of each table's ``.md``: which rule its cells use (the pooling rule of pass@1,
+#: :func:`pooling_rule`, is printed under each table)
 TABLE_NOTES = {
     "summary": f"Mean ± SE over seeds; SE = sample SD (ddof {SUMMARY_DDOF}) / sqrt(n seeds).",
-    "pass1": f"pass@1 in %, mean ± SE; SE = population SD (ddof {SE_DDOF}) / sqrt(k), the rule "
-             "of the paper's printed mean ± SE cells; k = the seeds (each the mean of its "
-             "evaluation runs), or the starting checkpoint's evaluation runs.",
+    "pass1": "pass@1 in %, mean ± SE over k values, pooled as the notebooks pool "
+             "(vdlib.evaluation.pool_runs under the pooling rule printed below the table): k = "
+             "the seeds (one value each), or the evaluation runs of a model with one seed or "
+             "none (the starting checkpoint).",
     "paper": "pass@1 in %: ours at each arm's last evaluated iteration (the pass1 table's "
              "cells) beside the paper's printed tab:vanilla_eval cells (Qwen3-4B / -8B after 5 "
              "iterations; blank: the paper has no such cell). Other models and scales: compare "
@@ -350,10 +395,10 @@ TABLE_NOTES = {
                  "no direction or the metric has none (valid fraction, curriculum size).",
     "question_diversity": "tab:question_diversity: cumulative Vendi of iterations 1..N pooled, "
                           "Growth = the last iteration minus iteration 1 (per seed); mean and "
-                          f"SE (_se: population SD, ddof {SE_DDOF}, / sqrt(n seeds), the "
-                          "paper's cells' rule) over seeds; the paper's rows after ours (5 "
-                          "iterations, text-embedding-3-small; ours: the runs' embedder and "
-                          "iterations).",
+                          f"SE (_se: sample SD, ddof {SUMMARY_DDOF}, / sqrt(n seeds); the paper "
+                          "prints this table without SE) over seeds; the paper's rows after "
+                          "ours (5 iterations, text-embedding-3-small; ours: the runs' embedder "
+                          "and iterations).",
 }
 
 
@@ -379,8 +424,9 @@ def results_report(path: str | os.PathLike, out_dir: str | os.PathLike,
     if frame.empty:  # the figure and the tables are drawn from the loop metrics
         raise ResultsFileError(f"{path}: no record of a trained arm holds a loop metric "
                                f"({', '.join(RECORD_FIELDS[:3])}, ...); nothing to report")
-    tables = [("summary", summary_table(data)), ("pass1", pass1_table(data)),
-              ("paper", paper_table(data)), ("effects", effects_table(data))]
+    rule = pooling_rule(data)
+    tables = [("summary", summary_table(data)), ("pass1", pass1_table(data, rule)),
+              ("paper", paper_table(data, rule=rule)), ("effects", effects_table(data))]
     contrasts = contrasts_table(frame[frame["metric"].isin(CONTRAST_METRICS)])
     if not contrasts.empty:  # a pair of trained arms the paper compares
         tables.append(("contrasts", contrasts))
@@ -392,21 +438,25 @@ def results_report(path: str | os.PathLike, out_dir: str | os.PathLike,
     fig = plots.diversity_dynamics(frame, out, name=f"{name}_dynamics",
                                    paper_model="Qwen3-4B")
     meta = {k: v for k, v in data.items() if k != "records"}
-    return write_report(out, name, path, meta, list(fig.paths), tables, TABLE_NOTES)
+    return write_report(out, name, path, meta, list(fig.paths), tables, TABLE_NOTES, rule)
 
 
 def write_report(out: Path, name: str, source: Any, meta: Mapping[str, Any],
                  written: list[Path], tables: Sequence[tuple[str, pd.DataFrame]],
-                 notes: Mapping[str, str]) -> list[Path]:
-    """Each table as ``<name>_<suffix>.csv`` and ``.md`` (headed by ``notes[suffix]``), then
-    ``<name>_report.json`` (source, ``meta``, every file's name); ``written`` plus those."""
+                 notes: Mapping[str, str], rule: PoolingRule | None = None) -> list[Path]:
+    """Each table as ``<name>_<suffix>.csv`` and ``.md`` (headed by ``notes[suffix]``, the
+    pooling ``rule`` under the table), then ``<name>_report.json`` (source, ``meta``, the
+    ``pooling`` rule, every file's name); ``written`` plus those."""
+    footer = f"\n{rule.note()}\n" if rule is not None else ""
     for suffix, table in tables:
         base = out / f"{name}_{suffix}"
         table.to_csv(base.with_suffix(".csv"), index=False)
         base.with_suffix(".md").write_text(
-            f"{notes[suffix]}\n\n{table.to_markdown(index=False)}\n", encoding="utf-8")
+            f"{notes[suffix]}\n\n{table.to_markdown(index=False)}\n{footer}", encoding="utf-8")
         written += [base.with_suffix(".csv"), base.with_suffix(".md")]
-    report = finite_or_null({"source": str(source), **meta, "files": [p.name for p in written]})
+    pooling = {"pooling": rule.as_dict()} if rule is not None else {}
+    report = finite_or_null({"source": str(source), **meta, **pooling,
+                             "files": [p.name for p in written]})
     # never Infinity or NaN: a report JSON is read by strict JSON parsers
     written.append(atomic_write_text(out / f"{name}_report.json",
                                      json.dumps(report, indent=2, ensure_ascii=False,

@@ -3,7 +3,13 @@
 bounded (:mod:`vdlib.utils.safe_read`), valid JSON without NaN, Infinity or a number beyond a
 float's range, every record's keys and numbers in range, one record per arm, seed and
 iteration; anything else is one :class:`ResultsFileError` line naming the file, record and key.
-:func:`finite_or_null` keeps non-finite numbers out of what a report writes."""
+:func:`finite_or_null` keeps non-finite numbers out of what a report writes.
+
+:func:`pooling_rule` is how every report pools a file's pass@1 over seeds: the file's
+``evaluation.per_seed`` and ``evaluation.se_ddof`` (what the notebooks' config says; vdlib
+writes both into every results file), or, for a file written before they were recorded (the
+committed ``docs/results/*.json``), the evaluation config's defaults: the params those runs
+used (``params/gpu-small/*.yaml``) leave both unset, so the runs' config pooled by them."""
 
 from __future__ import annotations
 
@@ -12,14 +18,17 @@ import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from vdlib.config.config_evaluation import EvaluationConfig
 from vdlib.config.names import name_problem
+from vdlib.evaluation.stats import PER_SEED_CHOICES, pooling_note
 from vdlib.utils import safe_read
+from vdlib.utils.stats import SE_DDOF_CHOICES
 
 __all__ = ["RECORD_FIELDS", "PASS1_PREFIX", "ResultsFileError", "RESULTS_MAX_BYTES",
            "MAX_ABS_VALUE", "MAX_ITERATION", "MAX_SEED", "is_finite_number", "finite_or_null",
-           "load_results", "read_json_file"]
+           "load_results", "read_json_file", "PoolingRule", "pooling_rule", "check_pooling"]
 
 #: the loop metrics each record carries (names of ``iter_<t>/metrics.json``)
 RECORD_FIELDS = ("valid_fraction", "self_bleu", "vendi", "novelty_rate", "cumulative_vendi",
@@ -112,6 +121,65 @@ def _check_record(path: Any, i: int, r: Any) -> None:
                                        "most 1e15 in magnitude)")
 
 
+class PoolingRule(NamedTuple):
+    """How a file's pass@1 is pooled over seeds (:func:`vdlib.evaluation.pool_runs`):
+    ``evaluation.per_seed``, ``evaluation.se_ddof`` and where they came from."""
+
+    per_seed: str
+    se_ddof: int
+    source: str
+
+    def note(self) -> str:
+        """The line printed under each table (:func:`vdlib.evaluation.pooling_note`)."""
+        return pooling_note(self.per_seed, self.se_ddof, self.source)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"per_seed": self.per_seed, "se_ddof": self.se_ddof, "source": self.source}
+
+
+#: where the rule of a file that records none comes from
+DEFAULT_SOURCE = ("the evaluation config's defaults, as the file records no rule and the "
+                  "params of its runs leave both unset")
+
+
+def check_pooling(path: Any, data: Mapping[str, Any]) -> None:
+    """A :class:`ResultsFileError` unless the file's ``evaluation`` is absent or an object whose
+    ``per_seed`` and ``se_ddof`` (each optional) are allowed values."""
+    ev = data.get("evaluation")
+    if ev is None:
+        return
+    if not isinstance(ev, dict):
+        raise ResultsFileError(f"{path}: 'evaluation' is not an object")
+    if "per_seed" in ev and ev["per_seed"] not in PER_SEED_CHOICES:
+        raise ResultsFileError(f"{path}: evaluation.per_seed = {str(ev['per_seed'])[:40]!r}; "
+                               f"allowed: {', '.join(PER_SEED_CHOICES)}")
+    if "se_ddof" in ev and (isinstance(ev["se_ddof"], bool)
+                            or ev["se_ddof"] not in SE_DDOF_CHOICES):
+        raise ResultsFileError(f"{path}: evaluation.se_ddof = {str(ev['se_ddof'])[:40]!r}; "
+                               "allowed: 0 (population SD), 1 (sample SD)")
+
+
+def pooling_rule(data: Mapping[str, Any]) -> PoolingRule:
+    """The file's pooling rule: ``evaluation.per_seed`` and ``evaluation.se_ddof`` where it
+    records them (a file :func:`load_results` accepted), else :class:`EvaluationConfig`'s
+    defaults (:data:`DEFAULT_SOURCE`).
+
+    >>> pooling_rule({"evaluation": {"per_seed": "mean", "se_ddof": 1}})
+    PoolingRule(per_seed='mean', se_ddof=1, source='the file')
+    >>> pooling_rule({"records": []})[:2]
+    ('first_run', 0)
+    """
+    ev = data.get("evaluation") if isinstance(data.get("evaluation"), dict) else {}
+    default = EvaluationConfig()
+    if "per_seed" in ev and "se_ddof" in ev:
+        return PoolingRule(ev["per_seed"], int(ev["se_ddof"]), "the file")
+    if "per_seed" in ev or "se_ddof" in ev:
+        return PoolingRule(ev.get("per_seed", default.per_seed),
+                           int(ev.get("se_ddof", default.se_ddof)),
+                           "the file, the rest from the evaluation config's defaults")
+    return PoolingRule(default.per_seed, default.se_ddof, DEFAULT_SOURCE)
+
+
 def load_results(path: str | os.PathLike, data: Any = None) -> dict[str, Any]:
     """A results JSON (:func:`collect_results`), checked whole before anything reads it: at most
     :data:`RESULTS_MAX_BYTES`, valid JSON without NaN or Infinity, an object holding a
@@ -123,6 +191,7 @@ def load_results(path: str | os.PathLike, data: Any = None) -> dict[str, Any]:
     if not isinstance(data, dict) or not isinstance(data.get("records"), list):
         what = f"a {type(data).__name__}" if not isinstance(data, dict) else "an object"
         raise ResultsFileError(f"{path}: not a results file (no 'records' list in {what})")
+    check_pooling(path, data)
     seen: dict[tuple[Any, Any, Any], int] = {}
     for i, r in enumerate(data["records"]):
         _check_record(path, i, r)

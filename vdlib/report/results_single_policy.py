@@ -14,7 +14,10 @@ paper's "2x" is), the reward signal GRPO had (:func:`reward_table`: with a binar
 the batch-mean reward is the share of correct rollouts, and a step whose rollouts are all
 wrong gives every advantage 0), the pass@1 table with tab:vanilla_grpo's cells beside, and
 the pass@1 effects (each arm against the baseline per benchmark; the paper finds accuracy
-close, +1.6 on GSM8K and -7.6 on MATH500 for Qwen3-4B-Base).
+close, +1.6 on GSM8K and -7.6 on MATH500 for Qwen3-4B-Base). pass@1 pools each seed's
+evaluation runs as the notebooks do, under the file's ``evaluation.per_seed`` and
+``evaluation.se_ddof`` (:func:`vdlib.report.results_file.pooling_rule`), printed under each
+table; every other SE uses the sample SD.
 
 >>> is_single_policy({"runs": [], "base_pass1": None}), is_single_policy({"records": []})
 (True, False)
@@ -30,18 +33,22 @@ from typing import Any
 import pandas as pd
 
 from vdlib.config.names import name_problem
+from vdlib.evaluation.stats import pool_accuracies, seed_value
 from vdlib.report.frames import arm_label
 from vdlib.report.paper_values import paper_cells, paper_series
 from vdlib.report.results import write_report
 from vdlib.report.results_contrasts import comparison_fields
 from vdlib.report.results_file import (
     MAX_SEED,
+    PoolingRule,
     ResultsFileError,
+    check_pooling,
     is_finite_number,
+    pooling_rule,
     read_json_file,
 )
 from vdlib.report.table_format import format_cell
-from vdlib.utils.stats import SE_DDOF, compare_seeds, mean_and_se
+from vdlib.utils.stats import compare_seeds, mean_and_se
 
 __all__ = ["ENTROPY_WINDOW", "is_single_policy", "load_single_policy", "entropy_frame",
            "entropy_table", "entropy_effects", "reward_table", "single_policy_pass1_table",
@@ -104,6 +111,7 @@ def load_single_policy(path: str | os.PathLike, data: Any = None) -> dict[str, A
     data = read_json_file(path) if data is None else data
     if not is_single_policy(data):
         raise ResultsFileError(f"{path}: not a single-policy results file (no 'runs' list)")
+    check_pooling(path, data)
     seen: dict[tuple[str, int], int] = {}
     for i, run in enumerate(data["runs"]):
         _check_run(path, i, run)
@@ -221,36 +229,48 @@ def reward_table(data: Mapping[str, Any], window: int = ENTROPY_WINDOW) -> pd.Da
                                        "steps with a correct rollout"])
 
 
-def _seed_pass1(data: Mapping[str, Any]) -> dict[str, dict[str, dict[int, float]]]:
-    """arm -> benchmark -> seed -> pass@1 in % (the mean of the seed's evaluation runs)."""
-    out: dict[str, dict[str, dict[int, float]]] = {}
+def _seed_runs(data: Mapping[str, Any]) -> dict[str, dict[str, dict[int, list[float]]]]:
+    """arm -> benchmark -> seed -> the seed's evaluation runs, pass@1 in %."""
+    out: dict[str, dict[str, dict[int, list[float]]]] = {}
     for run in data["runs"]:
         for b, r in (run.get("pass1") or {}).items():
-            acc = r["accuracies"]
             out.setdefault(run["arm"], {}).setdefault(b, {})[run["seed"]] = \
-                100.0 * sum(acc) / len(acc)
+                [100.0 * a for a in r["accuracies"]]
     return out
 
 
-def single_policy_pass1_table(data: Mapping[str, Any], ddof: int = SE_DDOF) -> pd.DataFrame:
-    """pass@1 in % per arm and benchmark: mean ± SE over seeds (each seed the mean of its
-    evaluation runs; the starting checkpoint over its runs), population SD by default (the
-    paper's cells' rule), and tab:vanilla_grpo's cell beside (no SE in the paper)."""
+def _seed_pass1(data: Mapping[str, Any], per_seed: str | None = None
+                ) -> dict[str, dict[str, dict[int, float]]]:
+    """arm -> benchmark -> seed -> pass@1 in %: what the seed adds to a cell under ``per_seed``
+    (default the file's, :func:`pooling_rule`): its first evaluation run or their mean."""
+    rule = per_seed or pooling_rule(data).per_seed
+    return {arm: {b: {s: seed_value(runs, rule) for s, runs in seeds.items()}
+                  for b, seeds in by.items()} for arm, by in _seed_runs(data).items()}
+
+
+def single_policy_pass1_table(data: Mapping[str, Any],
+                              rule: PoolingRule | None = None) -> pd.DataFrame:
+    """pass@1 in % per arm and benchmark: the notebooks' cell
+    (:func:`vdlib.evaluation.pool_accuracies`) under ``rule`` (default the file's,
+    :func:`pooling_rule`): mean ± SE over seeds, each its first evaluation run or the mean of
+    its runs; the starting checkpoint (or an arm of one seed) over its runs; ``n`` values. And
+    tab:vanilla_grpo's cell beside (no SE in the paper)."""
+    rule = rule or pooling_rule(data)
     paper = paper_cells("tab:vanilla_grpo", "Qwen3-4B-Base")
-    groups: dict[str, dict[str, list[float]]] = {}
+    groups: dict[str, dict[str, dict[int | None, list[float]]]] = {}
     if data.get("base_pass1"):
-        groups["base"] = {b: [100.0 * a for a in r["accuracies"]]
+        groups["base"] = {b: {None: [100.0 * a for a in r["accuracies"]]}
                           for b, r in data["base_pass1"].items()}
-    for arm, by in _seed_pass1(data).items():
-        groups[arm] = {b: list(seeds.values()) for b, seeds in by.items()}
+    groups.update(_seed_runs(data))
     rows = []
     for arm, by in groups.items():
-        for b, values in by.items():
+        for b, runs in by.items():
             cell = paper.get(arm, {}).get(b)
+            pooled = pool_accuracies(runs, rule.per_seed, rule.se_ddof)
             rows.append({"arm": "Base (no training)" if arm == "base" else arm_label(arm),
-                         "benchmark": b, "ours": format_cell(*mean_and_se(values, ddof),
+                         "benchmark": b, "ours": format_cell(pooled.mean, pooled.se,
                                                              "markdown", 2),
-                         "n": len(values), "paper Qwen3-4B-Base": "" if cell is None
+                         "n": len(pooled.accuracies), "paper Qwen3-4B-Base": "" if cell is None
                          else f"{cell['mean']:.1f}"})
     return pd.DataFrame(rows, columns=["arm", "benchmark", "ours", "n", "paper Qwen3-4B-Base"])
 
@@ -290,9 +310,11 @@ NOTES = {
     "reward": "The reward signal: each step's batch-mean reward is its share of correct "
               "rollouts (binary reward); mean ± SE over seeds (sample SD). A step with no "
               "correct rollout gives GRPO no advantage to follow.",
-    "pass1": f"pass@1 in %: mean ± SE over seeds (ddof {SE_DDOF}); n = seeds (the base: its "
-             "evaluation runs); the paper's tab:vanilla_grpo cells beside (Qwen3-4B-Base).",
-    "pass1_effects": "Arm minus baseline on the per-seed pass@1 in % (vdlib.utils.stats."
+    "pass1": "pass@1 in %: mean ± SE over n values, pooled as the notebooks pool (the rule "
+             "below the table); n = seeds (the base: its evaluation runs); the paper's "
+             "tab:vanilla_grpo cells beside (Qwen3-4B-Base).",
+    "pass1_effects": "Arm minus baseline on the per-seed pass@1 in % (each seed's value under "
+                     "evaluation.per_seed, below; vdlib.utils.stats."
                      "compare_seeds; SE from the sample SD): Welch's t on Welch–Satterthwaite "
                      "df, paired t by seed, permutation p-values; paper_diff = "
                      "tab:vanilla_grpo's arm minus baseline (Qwen3-4B-Base).",
@@ -310,11 +332,12 @@ def single_policy_report(path: str | os.PathLike, out_dir: str | os.PathLike,
 
     data = load_single_policy(path, data)
     name = name or Path(path).stem
+    rule = pooling_rule(data)
     tables = (("entropy", entropy_table(data)), ("entropy_effects", entropy_effects(data)),
-              ("reward", reward_table(data)), ("pass1", single_policy_pass1_table(data)),
+              ("reward", reward_table(data)), ("pass1", single_policy_pass1_table(data, rule)),
               ("pass1_effects", single_policy_pass1_effects(data)))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     fig = plots.entropy_figure(entropy_frame(data), out, name=f"{name}_entropy_trajectory")
     meta = {k: v for k, v in data.items() if k not in ("runs", "base_pass1")}
-    return write_report(out, name, path, meta, list(fig.paths), tables, NOTES)
+    return write_report(out, name, path, meta, list(fig.paths), tables, NOTES, rule)

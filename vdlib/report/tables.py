@@ -68,7 +68,8 @@ from vdlib.report.table_format import (
 __all__ = [
     "Table", "render_table", "load_eval_summary", "load_correctness", "seed_summary",
     "main_table", "proposer_table", "transfer_table", "vanilla_grpo_table", "cross_scale_table",
-    "ood_table", "judged_table", "OOD_COLUMNS", "olympiad_note", "instruct_table",
+    "ood_table", "judged_table", "OOD_COLUMNS", "olympiad_note", "pooling_note_of",
+    "instruct_table",
     "vocab_util_table", "question_diversity_table",
     "nli_diversity_table", "correctness_table", "wellposed_table", "annealing_table",
     "TAU_MIN", "TAU_MAX",
@@ -165,14 +166,27 @@ def _eval_table(summaries: Mapping[str, EvalSummary], label: str, groups: Sequen
         return _eval_frame(summaries, benchmarks, paper_rows)
 
     def text(f: str) -> str:
-        note = olympiad_note(summaries) if "olympiadbench" in benchmarks else ""
+        notes = [olympiad_note(summaries) if "olympiadbench" in benchmarks else "",
+                 pooling_note_of(summaries)]
         body = _eval_text(summaries, label, benchmarks, paper_rows, f)
-        return body + (("\n" + note + "\n" if f == "markdown" else f"% {note}\n") if note else "")
+        return body + "".join(("\n" + n + "\n" if f == "markdown" else f"% {n}\n")
+                              for n in notes if n)
 
     if fmt is not None:
         return text(fmt)
     return Table(frame=_eval_frame(summaries, benchmarks, paper_rows),
                  markdown=text("markdown"), latex=text("latex"))
+
+
+def pooling_note_of(summaries: Mapping[str, EvalSummary]) -> str:
+    """The line printed under a pass@1 table whose rows were pooled over seeds
+    (:func:`vdlib.evaluation.pool_runs`, which records ``per_seed`` and ``se_ddof`` in each
+    pooled summary's protocol): :func:`vdlib.evaluation.pooling_note`; "" when no row was."""
+    from vdlib.evaluation.stats import pooling_note
+
+    rules = {(s.protocol["per_seed"], s.protocol.get("se_ddof", 0))
+             for s in summaries.values() if "per_seed" in s.protocol}
+    return " ".join(pooling_note(p, int(d)) for p, d in sorted(rules))
 
 
 def olympiad_note(summaries: Mapping[str, EvalSummary]) -> str:

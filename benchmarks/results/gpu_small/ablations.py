@@ -11,7 +11,9 @@ prose after it in its section quotes only numbers the block holds.
 
 A block: which runs the file holds (and which it shares with the main table), the per-iteration
 mean ± SE over seeds (sample SD, as the main table's section) of every arm, pass@1 of the final
-solvers (from each run's correct count), and the tests the paper's claims call for at the last
+solvers (from each run's correct counts, pooled as the notebooks and ``vdlib results`` pool: the
+file's ``evaluation.per_seed`` and ``evaluation.se_ddof``, printed under the table), and the
+tests the paper's claims call for at the last
 iteration, each arm against its reference (:func:`vdlib.utils.stats.compare_seeds`: Welch's t
 with its df, the paired t by seed on n - 1 df), the growth of cumulative Vendi (last iteration
 minus the first, per seed) included.
@@ -21,12 +23,13 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from vdlib.evaluation.stats import seed_value
 from vdlib.report.frames import arm_label
+from vdlib.report.results import pooling_rule
 from vdlib.utils.stats import compare_seeds
 
 HERE = Path(__file__).resolve().parent
@@ -78,14 +81,16 @@ ABLATIONS = {
 
 class _Data(compare.Data):
     def by_seed(self, arm: str, metric: str, t: int) -> dict[int, float]:
-        """pass@1 from its runs' correct counts (the records round each value to 4 decimals,
-        which would give two seeds' equal differences a spread of 1e-4 and the paired t of
-        that rounding); every other metric as recorded."""
+        """pass@1: what each seed adds to a pooled cell under the file's evaluation.per_seed
+        (:func:`vdlib.evaluation.seed_value`), from its runs' correct counts (the records round
+        each value to 4 decimals, which would give two seeds' equal differences a spread of
+        1e-4 and the paired t of that rounding); every other metric as recorded."""
         items = (self.data.get("evaluation") or {}).get("items") or {}  # the file's own count
         n = items.get(metric.removeprefix("pass1_")) if metric in PASS1 else None
         if n is None:
             return super().by_seed(arm, metric, t)
-        return {r["seed"]: statistics.fmean(round(v * n / 100) * 100 / n for v in runs)
+        rule = pooling_rule(self.data).per_seed
+        return {r["seed"]: seed_value([round(v * n / 100) * 100 / n for v in runs], rule)
                 for r in self.recs if r["arm"] == arm and r["iteration"] == t
                 and (runs := r.get(f"{metric}_runs"))}
 
@@ -99,8 +104,15 @@ class _Data(compare.Data):
         return {s: end[s] - first[s] for s in end if s in first}
 
     def cell(self, arm: str, metric: str, t: int, d: int) -> str:
+        """mean ± SE (n): the sample SD, but pass@1 under the file's evaluation.se_ddof (the
+        notebooks' cell: one value a seed with several seeds)."""
         v = self.by_seed(arm, metric, t)
-        return f"{super().cell(arm, metric, t, d)} (n={len(v)})" if v else "–"
+        if not v:
+            return "–"
+        if metric not in PASS1 or len(v) < 2:
+            return f"{super().cell(arm, metric, t, d)} (n={len(v)})"
+        m, se = compare.mean_and_se(list(v.values()), ddof=pooling_rule(self.data).se_ddof)
+        return f"{compare.num(m, d)} ± {compare.num(se, d)} (n={len(v)})"
 
 
 def _label(metric: str) -> tuple[str, int]:
@@ -127,6 +139,7 @@ def block(name: str) -> str:
         lines.append(f"| {label} | {last} | "
                      + " | ".join(x.cell(a, metric, last, d) for a in ab.arms) + " |")
     g_label, g_d = GROWTH
+    pass1_rule = pooling_rule(x.data)
     cells = []
     for a in ab.arms:
         v = list(x.values(a, "growth").values())
@@ -134,6 +147,7 @@ def block(name: str) -> str:
         cells.append("–" if m is None else f"{compare.num(m, g_d)}"
                      + ("" if se is None else f" ± {compare.num(se, g_d)}") + f" (n={len(v)})")
     lines.append(f"| {g_label} | 1→{last} | " + " | ".join(cells) + " |")
+    lines += ["", f"pass@1 rows: {pass1_rule.note()}"]
     lines += ["", f"| test (iteration {last}) | metric | diff | Welch t (df), p | "
               "paired t (df), p |", "|---|---|---|---|---|"]
     for arm, ref in ab.tests:

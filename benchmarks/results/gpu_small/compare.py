@@ -13,7 +13,10 @@ run" part, about machines and timings, aside) is one of the numbers printed here
 
 Arm-vs-arm tests come from :func:`vdlib.utils.stats.compare_seeds` (Welch's t with the sample
 SDs and Welch–Satterthwaite df; the paired t by seed); cells are mean ± SE with the sample SD,
-except the pass@1 cells, which use the paper's rule for its printed mean ± SE (population SD).
+except the pass@1 cells, which pool each seed's evaluation runs as the notebooks and ``vdlib
+results`` do (:func:`vdlib.evaluation.pool_accuracies` under the file's ``evaluation.per_seed``
+and ``evaluation.se_ddof``, :func:`vdlib.report.results.pooling_rule`), the rule printed under
+the table.
 """
 
 from __future__ import annotations
@@ -29,8 +32,9 @@ from pathlib import Path
 
 from scipy import stats as st
 
+from vdlib.evaluation.stats import pool_accuracies
 from vdlib.report.paper_values import paper_series
-from vdlib.report.results import load_results, pass1_frame
+from vdlib.report.results import load_results, pass1_frame, pass1_runs, pooling_rule
 from vdlib.utils.stats import ALPHA, compare_seeds, mean_and_se
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -114,10 +118,13 @@ def block_rules(x: Data) -> str:
     dfs = [c.welch_df for v in _verdicts(x).values() for _, c in v if c.welch_df is not None]
     perm = 2 / math.comb(2 * n, n)
     flip = 2 / 2 ** n
+    rule = pooling_rule(x.data)
     return "\n".join([
         f"- n = {n} seeds per arm. Every ± below, the pass@1 cells aside, is the SE with the "
-        f"sample SD (ddof 1). The population SD (the rule of the paper's printed mean ± SE "
-        f"cells, kept for the pass@1 cells) is smaller by "
+        f"sample SD (ddof 1). The pass@1 cells pool as the notebooks and `vdlib results` do "
+        f"(evaluation.per_seed = {rule.per_seed}, evaluation.se_ddof = {rule.se_ddof}; "
+        f"from {rule.source}). The population SD (ddof 0, by which the paper prints its "
+        f"pass@1 SEs) is smaller than the sample SD by "
         f"sqrt({n - 1}/{n}) = {math.sqrt((n - 1) / n):.3f}, so a ratio difference / SE built "
         f"on it is larger by sqrt({n}/{n - 1}) = sqrt({n / (n - 1):.1f}) = "
         f"{math.sqrt(n / (n - 1)):.3f}.",
@@ -294,9 +301,10 @@ def block_costs(x: Data) -> str:
 
 
 def block_pass1(x: Data) -> str:
-    """pass@1 cells under the paper's rule (population SD), and each arm against the baseline
-    under compare_seeds."""
-    p1 = pass1_frame(x.data)
+    """pass@1 cells pooled as the notebooks pool (the file's evaluation.per_seed and se_ddof),
+    and each arm against the baseline under compare_seeds on the same per-seed values."""
+    rule = pooling_rule(x.data)
+    p1 = pass1_frame(x.data, rule.per_seed)
     benches = sorted(set(p1["benchmark"]))
     base = [r for r in x.data["records"] if r["arm"] == "base"]
     head = ("| solver pass@1, % | " + " | ".join(benches) + " | "
@@ -306,16 +314,19 @@ def block_pass1(x: Data) -> str:
     if base:
         cells = []
         for b in benches:
-            m, se = mean_and_se(base[0][f"pass1_{b}_runs"])
-            cells.append(f"{m:.1f} ± {se:.1f} (runs)")
+            cell = pool_accuracies({None: pass1_runs(base[0], b)}, rule.per_seed, rule.se_ddof)
+            cells.append(f"{cell.mean:.1f} ± {cell.se:.1f} (runs)")
         rows.append("| starting checkpoint | " + " | ".join(cells + [""] * len(benches)) + " |")
     t = max(p1["iteration"])
     for arm in ARMS:
         cells, tests = [], []
         for b in benches:
             g = p1[(p1.arm == arm) & (p1.benchmark == b) & (p1.iteration == t)]
-            m, se = mean_and_se(list(g["accuracy"]))
-            cells.append(f"{m:.1f} ± {se:.1f} ({len(g)} seeds)")
+            cell = pool_accuracies({r["seed"]: pass1_runs(r, b) for r in x.recs
+                                    if r["arm"] == arm and r["iteration"] == t
+                                    and pass1_runs(r, b) is not None},
+                                   rule.per_seed, rule.se_ddof)
+            cells.append(f"{cell.mean:.1f} ± {cell.se:.1f} ({len(g)} seeds)")
             if arm != "baseline":
                 bb = p1[(p1.arm == "baseline") & (p1.benchmark == b) & (p1.iteration == t)]
                 c = compare_seeds(dict(zip(bb.seed, bb.accuracy, strict=True)),
@@ -324,7 +335,7 @@ def block_pass1(x: Data) -> str:
             else:
                 tests.append("")
         rows.append(f"| {LABEL[arm]}, iteration {t} | " + " | ".join(cells + tests) + " |")
-    return head + "\n" + "\n".join(rows)
+    return head + "\n" + "\n".join(rows) + "\n\n" + rule.note()
 
 
 def block_invalid(x: Data) -> str:
