@@ -1,12 +1,14 @@
 """KL-Cov / Clip-Cov as the paper's system ran them: old log-probs from a separate pass.
 
-verl (<= v0.5.x) and EasyR1 / R-Zero always compute ``old_log_probs`` in a separate no-grad
-forward (``compute_log_prob``, micro-batches of the experience size) before the update, even at
-one on-policy update per rollout batch; on a GPU in bf16 that pass rounds differently from the
-update's forward, and KL-Cov's ``|logp - old|`` then has a full-size gradient on its selected
-tokens (docs/experiments.md, "KL-Cov on-policy"). On this CPU the tiny model's two passes are
-bit-identical, so the tests below emulate the GPU's rounding by moving the recomputed old
-log-probs one float32 ulp; the GPU measurement is ``benchmarks/kl_cov_active.py``.
+verl v0.4.1-v0.5.0 and EasyR1 / R-Zero always compute ``old_log_probs`` in a separate no-grad
+forward (``compute_log_prob``, micro-batches of the experience size, packed without padding)
+before the update, even at one on-policy update per rollout batch; where that pass rounds
+differently from the update's forward, KL-Cov's ``|logp - old|`` has a full-size gradient on
+its selected tokens (docs/experiments.md, "KL-Cov on-policy"). A padded recompute
+(``cov_old_logprobs: recompute``) agrees with the padded update bit for bit in bf16 (the
+committed H200 runs: 27 of 27 steps inert; bf16 autocast on this CPU too: below); the packed one
+(``packed``, the default) does not. Some tests emulate a GPU's rounding by moving the recomputed
+old log-probs one float32 ulp; the GPU measurement is ``benchmarks/kl_cov_active.py``.
 All runs: one rollout batch (1 prompt x G 4), the paper's micro-batches (update 2,
 experience 4), the same seed, so every run trains on the same completions.
 """
@@ -20,8 +22,10 @@ from transformers import TrainerCallback
 
 from vdlib.config.experiment import ConfigError, GRPOConfig, load_params
 from vdlib.engines.models import load_model
-from vdlib.loop.trainer import COV_OLD_LOGPROBS, MaskedGRPOTrainer, trl_args
+from vdlib.loop.trainer import COV_OLD_LOGPROBS, MaskedGRPOTrainer, pack_rows, trl_args
 from vdlib.method.prompts import proposer_prompt
+
+PARAMS = __import__("pathlib").Path(__file__).resolve().parents[1] / "params" / "gpu-small"
 
 G = GRPOConfig(global_batch_size=1, rollout_batch_size=1, num_generations=4,
                micro_batch_size_update=2, micro_batch_size_experience=4, max_response_length=8,
@@ -48,8 +52,9 @@ class GradRecorder(TrainerCallback):
                       if p.grad is not None}
 
 
-def _run(tmp_path, variant="grpo", cov=None, nudge=False):
-    """Train one step; returns (trainer, gradient, experience-pass calls, logged rows)."""
+def _run(tmp_path, variant="grpo", cov=None, nudge=False, bf16=False):
+    """Train one step (``bf16``: under bf16 autocast, float32 master weights, as on the GPU);
+    returns (trainer, gradient, experience-pass calls, logged rows)."""
     model, tok = load_model("tiny-random", device="cpu")
     path = tmp_path / "model"
     model.save_pretrained(path)
@@ -57,7 +62,8 @@ def _run(tmp_path, variant="grpo", cov=None, nudge=False):
     rec = GradRecorder()
     trainer = MaskedGRPOTrainer(
         model=str(path), reward_funcs=[IdReward()],
-        args=trl_args(G, output_dir=str(tmp_path), seed=0, use_cpu=True),
+        args=trl_args(G, output_dir=str(tmp_path), seed=0, use_cpu=True,
+                      **({"bf16": True} if bf16 else {})),
         train_dataset=Dataset.from_dict({"prompt": [proposer_prompt(tok)] * 4}),
         processing_class=tok, loss_variant=variant, cov=cov, callbacks=[rec])
     passes: list[dict] = []
@@ -93,24 +99,138 @@ def baseline(tmp_path_factory):
 
 def test_defaults_are_the_papers_system():
     g = load_params(None).proposer
-    assert g.cov_old_logprobs == "recompute" and g.micro_batch_size_experience == 4
-    assert COV_OLD_LOGPROBS == ("recompute", "detach")
+    assert g.cov_old_logprobs == "packed" and g.micro_batch_size_experience == 4
+    assert COV_OLD_LOGPROBS == ("packed", "recompute", "detach")
     with pytest.raises(ConfigError) as err:
         load_params({"proposer": {"cov_old_logprobs": "detatch"}})
-    assert "proposer.cov_old_logprobs" in str(err.value) and "recompute, detach" in str(
+    assert "proposer.cov_old_logprobs" in str(err.value) and "packed, recompute, detach" in str(
         err.value)
 
 
+def test_the_inert_and_the_acting_arms_say_what_they_are():
+    """``kl_cov`` is the paper's (packed old log-probs, one update per rollout batch);
+    ``kl_cov_inert`` keeps the committed runs' padded recompute under a name that says it never
+    acted; ``kl_cov_offpolicy`` is ours (two optimizer steps per rollout batch)."""
+    from vdlib.loop.arms import arm_params
+
+    def proposer(arm):
+        return load_params(arm_params({"profile": "gpu"}, arm)).proposer
+
+    assert (proposer("kl_cov").cov_old_logprobs, proposer("kl_cov").ppo_mini_batches) == (
+        "packed", 1)
+    assert proposer("kl_cov_inert").cov_old_logprobs == "recompute"
+    assert proposer("kl_cov_offpolicy").ppo_mini_batches == 2
+
+
+def test_rerun_params_are_the_main_tables_cuts_with_the_kl_cov_arms():
+    """The GPU rerun's file (docs/experiments.md) keeps every cut of main_table.yaml and runs
+    only the acting KL-Cov arms; the old file's comment no longer says KL-Cov acts."""
+    import yaml
+
+    main = yaml.safe_load((PARAMS / "main_table.yaml").read_text(encoding="utf-8"))
+    rerun = yaml.safe_load((PARAMS / "entropy_kl_cov.yaml").read_text(encoding="utf-8"))
+    assert {k for k in set(main) | set(rerun) if main.get(k) != rerun.get(k)} == {
+        "experiment", "arms"}
+    assert rerun["arms"] == ["kl_cov", "kl_cov_offpolicy"] and rerun["seeds"] == [0, 1, 2]
+    assert rerun["iterations"] == 3 and rerun["experiment"] != "gpu_small_entropy"
+    old = (PARAMS / "entropy_baselines.yaml").read_text(encoding="utf-8")
+    assert "so it acts at one update per rollout batch" not in old
+
+
 def test_bad_cov_old_logprobs_names_the_allowed_values():
-    with pytest.raises(ValueError, match="allowed values: recompute, detach"):
+    with pytest.raises(ValueError, match="allowed values: packed, recompute, detach"):
         MaskedGRPOTrainer(model=None, loss_variant="kl_cov", cov={"old_logprobs": "exact"})
 
 
+def _padded_and_packed(model, batch, chunk, dtype):
+    """Completion log-probs of ``batch`` through TRL's fused head: padded in chunks of 2 and of
+    ``chunk`` (as the update and ``recompute``), and packed in chunks of ``chunk``."""
+    from trl.trainer.utils import add_fused_lm_head
+
+    add_fused_lm_head(model)
+    prompt, pm, comp, cm = batch
+    ids, am = torch.cat([prompt, comp], 1), torch.cat([pm, cm], 1)
+    t = comp.shape[1]
+
+    def padded(size):
+        out = []
+        for s in range(0, ids.shape[0], size):
+            lab = ids[s:s + size].masked_fill(am[s:s + size] == 0, -100)
+            lab[:, :-t] = -100
+            out.append(model(input_ids=ids[s:s + size], attention_mask=am[s:s + size],
+                             labels=lab, fused_lm_head=True).log_probs[:, -t:].float())
+        return torch.cat(out)
+
+    def packed(size):
+        out = torch.zeros(comp.shape)
+        for s in range(0, ids.shape[0], size):
+            x, pos, lab, (r, c, i) = pack_rows(prompt[s:s + size], pm[s:s + size],
+                                               comp[s:s + size], cm[s:s + size])
+            lp = model(input_ids=x, position_ids=pos, labels=lab, fused_lm_head=True).log_probs
+            out[r + s, c] = lp[0, i - 1].float()
+        return out
+
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16,
+                                         enabled=dtype == torch.bfloat16):
+        return padded(2), padded(chunk), packed(chunk)
+
+
+def test_packed_pass_is_the_same_function_rounded_otherwise():
+    """Packing (left-padded prompts, right-padded completions of different lengths) scores
+    every completion token as the padded forward does, up to rounding (float32); in bf16
+    autocast the padded passes at micro-batch 2 and 4 agree bit for bit (why the committed
+    runs' KL-Cov never acted) while the packed pass differs on most tokens (as verl's)."""
+    model, _ = load_model("tiny-random", device="cpu")
+    model.eval()
+    g = torch.Generator().manual_seed(0)
+    prompt, comp = torch.randint(5, 1000, (4, 6), generator=g), torch.randint(5, 1000, (4, 8),
+                                                                              generator=g)
+    pm, cm = torch.ones(4, 6, dtype=torch.long), torch.ones(4, 8, dtype=torch.long)
+    pm[1, :2] = pm[3, :1] = 0
+    cm[0, 5:] = cm[2, 3:] = 0
+    valid = cm.bool()
+    pad2, pad4, packed = _padded_and_packed(model, (prompt, pm, comp, cm), 4, torch.float32)
+    assert float((packed - pad2)[valid].abs().max()) < 1e-5
+    assert (packed[~valid] == 0).all()
+    pad2, pad4, packed = _padded_and_packed(model, (prompt, pm, comp, cm), 4, torch.bfloat16)
+    assert torch.equal(pad2[valid], pad4[valid])
+    differ = float((packed != pad2)[valid].float().mean())
+    assert differ > 0.5 and float((packed - pad2)[valid].abs().max()) < 0.05
+
+
+def test_packed_kl_cov_acts_in_bf16(tmp_path):
+    """One proposer step under bf16 autocast (the GPU's training precision), no nudge: the
+    default ``packed`` old log-probs differ from the update's, so KL-Cov's selected tokens carry
+    a gradient (n_active, active_fraction, penalty and grad_ratio > 0, logged per step). Each
+    value is the step's mean over its two update micro-batches."""
+    _, _, passes, rows = _run(tmp_path, "kl_cov", bf16=True)
+    assert {"experience": True} in passes
+    assert not any(p.get("batch_size") == 4 for p in passes)  # not TRL's padded helper
+    row = rows[0]
+    assert row["kl_cov/n_selected"] >= 1
+    assert row["kl_cov/n_active"] > 0 and row["kl_cov/active_fraction"] > 0
+    assert row["kl_cov/differ_fraction"] > 0 and row["kl_cov/penalty"] > 0
+    assert 0 < row["kl_cov/abs_log_ratio"] < 0.05  # rounding, not another function ...
+    assert row["kl_cov/grad_ratio"] > 0.01  # ... with a gradient against the policy term's
+
+
+@pytest.mark.slow
+def test_padded_recompute_is_inert_in_bf16(tmp_path):
+    """The committed runs' setting (arm ``kl_cov_inert``): the padded recompute gives exactly
+    the update's log-probs under bf16 autocast, and KL-Cov's term never acts."""
+    _, _, passes, rows = _run(tmp_path, "kl_cov", cov={"old_logprobs": "recompute"}, bf16=True)
+    assert {"experience": True} in passes
+    row = rows[0]
+    assert row["kl_cov/n_selected"] >= 1 and row["kl_cov/n_active"] == 0
+    assert row["kl_cov/differ_fraction"] == 0 and row["kl_cov/penalty"] == 0
+    assert row["kl_cov/grad_ratio"] == 0 and row["kl_cov/active_fraction"] == 0
+
+
 def test_recompute_is_a_separate_no_grad_pass_in_experience_chunks(tmp_path, baseline):
-    """Default KL-Cov: before the update, one no-grad forward over the whole rollout batch in
-    chunks of 4, the update in chunks of 2; on this CPU the two give identical log-probs, so
-    the term is still 0 here (the GPU's bf16 passes differ: benchmarks/kl_cov_active.py)."""
-    _, grads, passes, rows = _run(tmp_path, "kl_cov")
+    """KL-Cov with ``recompute``: before the update, one no-grad forward over the whole
+    rollout batch in chunks of 4, padded, the update in chunks of 2; the two give identical
+    log-probs, so the term is 0 (``kl_cov_inert``)."""
+    _, grads, passes, rows = _run(tmp_path, "kl_cov", cov={"old_logprobs": "recompute"})
     i = passes.index({"experience": True})
     assert passes[i + 1] == {"batch_size": 4, "rows": 4, "grad": False}
     assert {"batch_size": None, "rows": 2, "grad": True} in passes[i + 2:]  # the update

@@ -443,6 +443,11 @@ def _cmd_results(args: argparse.Namespace) -> int:
     except ResultsFileError as e:
         sys.stderr.write(f"vdlib results: {e}\n")
         return 2
+    from vdlib.metrics.cov_activity import inactive_cov_warnings
+
+    # a KL-Cov / Clip-Cov arm that never acted (or whose records cannot say)
+    for line in inactive_cov_warnings(data.get("records", []) if isinstance(data, dict) else []):
+        sys.stderr.write(f"vdlib results: warning: {line}\n")
     for effects in [p for p in written if p.name.endswith("_effects.md")]:
         # the arm-vs-arm comparisons (vdlib.utils.stats.compare_seeds)
         sys.stdout.write(effects.read_text(encoding="utf-8") + "\n")

@@ -19,6 +19,10 @@ ARMS.add("gen_only", {"vocab_dropout": {"alpha": 0.75, "phases": "gen"}})
 ARMS.add("anneal", {"vocab_dropout": {"alpha": 0.75, "alpha_final": 1.0, "schedule": "linear",
                                       "phases": "both"}})
 ARMS.add("kl_cov", {"vocab_dropout": {"alpha": 1.0}, "proposer": {"loss_variant": "kl_cov"}})
+# the committed gpu-small KL-Cov runs: old log-probs from a padded recompute, bit-identical to
+# the update's in bf16, so KL-Cov's term never acted (docs/experiments.md, "KL-Cov on-policy")
+ARMS.add("kl_cov_inert", {"vocab_dropout": {"alpha": 1.0},
+                          "proposer": {"loss_variant": "kl_cov", "cov_old_logprobs": "recompute"}})
 ARMS.add("kl_cov_offpolicy", {"vocab_dropout": {"alpha": 1.0},
                               "proposer": {"loss_variant": "kl_cov", "ppo_mini_batches": 2}})
 ARMS.add("clip_cov", {"vocab_dropout": {"alpha": 1.0}, "proposer": {"loss_variant": "clip_cov"}})

@@ -108,7 +108,8 @@ class GRPOConfig:
     micro_batch_size_experience: int = param(4, "Completions per forward of the no-grad pass "
                                              "that recomputes old log-probs before the update "
                                              "(verl's / EasyR1's compute_log_prob) for kl_cov / "
-                                             "clip_cov with cov_old_logprobs: recompute; grpo "
+                                             "clip_cov with cov_old_logprobs: packed or "
+                                             "recompute; grpo "
                                              f"does not read it. {PAPER}: 4 ('Micro-batch "
                                              "(experience)').", gt=0, le=65536)
     rollout_batch_size: int = param(16, "Prompts per rollout (generation) batch, a multiple of "
@@ -175,17 +176,20 @@ class GRPOConfig:
                                 ge=-1e6, le=1e6)
     clip_cov_ub: float = param(5.0, "Clip-Cov covariance upper bound. Paper: 5.",
                                 ge=-1e6, le=1e6)
-    cov_old_logprobs: str = param("recompute", "Old log-probs of kl_cov / clip_cov. recompute: "
-                                  "a separate no-grad forward of the policy over each rollout "
+    cov_old_logprobs: str = param("packed", "Old log-probs of kl_cov / clip_cov. packed: a "
+                                  "separate no-grad forward of the policy over each rollout "
                                   "batch before its update, in micro_batch_size_experience "
-                                  "chunks, as the paper's system (verl / EasyR1 / R-Zero: "
-                                  "compute_log_prob, no on-policy shortcut before verl v0.6.0) "
-                                  "does; its bf16 rounding differs from the update's, so "
-                                  "KL-Cov's |logp - old| term acts at one on-policy step per "
-                                  "rollout batch (docs/experiments.md). detach: the update's "
-                                  "own log-probs, detached, whenever TRL skips its old-log-prob "
-                                  "pass (exactly on-policy; KL-Cov's term is then 0). grpo does "
-                                  "not read it.", choices=("recompute", "detach"))
+                                  "chunks packed without padding, as the paper's system does "
+                                  "(verl v0.4.1-v0.5.0 compute_log_prob with use_remove_padding; "
+                                  "no on-policy shortcut before v0.6.0); it rounds differently "
+                                  "from the padded update, so KL-Cov's |logp - old| term has a "
+                                  "gradient at one on-policy step per rollout batch. recompute: "
+                                  "the same pass padded like the update: bit-identical to it in "
+                                  "bf16 (H200, 27 of 27 steps), so KL-Cov is inert (the "
+                                  "kl_cov_inert arm). detach: the update's own log-probs, "
+                                  "detached (exactly on-policy; KL-Cov's term is 0). "
+                                  "docs/experiments.md, 'KL-Cov on-policy'. grpo does not read "
+                                  "it.", choices=("packed", "recompute", "detach"))
 
 
 def _solver_grpo() -> GRPOConfig:

@@ -11,11 +11,14 @@ An arm is a small dict merged over a base params dict (``arm_params``); its run 
   all other training settings identical to the Baseline and VD arms" (App. "Entropy-control
   baselines"): the same rollouts and optimizer steps as ``baseline``. With the paper's one
   on-policy update per rollout batch, KL-Cov's ``|log pi - log pi_old|`` term acts only where
-  the separate no-grad pass that computes the old log-probs (``cov_old_logprobs: recompute``,
-  as the paper's system did) rounds differently from the update's forward: never on the CPU,
-  rarely in bf16 on a GPU (``kl_cov/n_active`` 0.03 at one step of three on an H100,
-  benchmarks/results/kl_cov_active_h100.log); ``detach`` makes it exactly zero
+  the separate no-grad pass that computes the old log-probs rounds differently from the
+  update's forward: ``cov_old_logprobs: packed`` (the default) packs it without padding, as
+  the paper's system (verl v0.4.1-v0.5.0, ``use_remove_padding``) did, so it does
   (docs/experiments.md, "KL-Cov on-policy").
+- ``kl_cov_inert``: KL-Cov with the old log-probs recomputed padded like the update
+  (``cov_old_logprobs: recompute``): bit-identical to the update in bf16, so its term never
+  acts and it trains as ``baseline`` does; the committed gpu-small KL-Cov runs were this
+  (``kl_cov/n_active`` 0 in 27 of 27 proposer steps).
 - ``kl_cov_offpolicy``: KL-Cov where its term acts (vdlib's variant, not a paper arm): each
   global batch is split into two optimizer mini-batches (``proposer.ppo_mini_batches = 2``, as
   verl's ``ppo_mini_batch_size`` below the rollout batch), so it sees the same rollout batches

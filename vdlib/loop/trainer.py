@@ -18,13 +18,26 @@
   :func:`vdlib.method.grpo.kl_cov_loss` / :func:`vdlib.method.grpo.clip_cov_loss` and keep the KL
   term and the aggregation. Their statistics (KL-Cov's ``penalty``, ``n_active``; Clip-Cov's
   ``n_selected``, the tokens whose gradient it cut) go into TRL's per-step logs as
-  ``<variant>/<stat>``, which the run keeps in ``proposer_train.json``. Their old log-probs
-  (``cov["old_logprobs"]``, config ``cov_old_logprobs``): ``recompute`` (default) takes them
-  from a separate no-grad forward over the rollout batch in chunks of
-  ``cov["experience_micro_batch"]`` (config ``micro_batch_size_experience``, the paper's 4), as
-  verl's and EasyR1's ``compute_log_prob`` do before every update; ``detach`` keeps TRL's rule
-  (the update's own log-probs, detached, whenever TRL skips its pass: exactly on-policy, where
-  KL-Cov's term is 0). See docs/experiments.md, "KL-Cov on-policy". ``skip_null_backward``
+  ``<variant>/<stat>``, which the run keeps in ``proposer_train.json`` (per step: KL-Cov's
+  ``active_fraction``, ``penalty`` and ``grad_ratio``, the penalty's gradient against the policy
+  term's; Clip-Cov's ``selected_fraction`` and ``grad_ratio``). Their old log-probs
+  (``cov["old_logprobs"]``, config ``cov_old_logprobs``, :data:`COV_OLD_LOGPROBS`):
+
+  - ``packed`` (default; the paper's system): a separate no-grad forward over the rollout batch
+    before its update, in chunks of ``cov["experience_micro_batch"]`` completions (config
+    ``micro_batch_size_experience``, the paper's 4), each chunk packed into one row without
+    padding (:func:`pack_rows`), as verl's ``compute_log_prob`` with ``use_remove_padding``
+    (v0.4.1-v0.5.0; EasyR1 / R-Zero ``padding_free``) computes them. The update's forward is
+    TRL's, padded, in micro-batches of 2, so the two passes compute the same log-probs with
+    other rounding, as verl's two passes do; KL-Cov's ``|logp - old|`` then has a gradient on
+    its selected tokens at one on-policy update per rollout batch.
+  - ``recompute``: the same separate pass, padded like the update's. In bf16 it agrees with
+    the update bit for bit (27 of 27 proposer steps on an H200; bf16 autocast on a CPU too), so
+    KL-Cov's term never acts: the committed gpu-small KL-Cov runs (arm ``kl_cov_inert``).
+  - ``detach``: TRL's rule (the update's own log-probs, detached, whenever TRL skips its pass:
+    exactly on-policy, where KL-Cov's term is 0).
+
+  See docs/experiments.md, "KL-Cov on-policy". ``skip_null_backward``
   (config of that name) skips the backward of a micro-batch whose gradient is 0 by construction
   (:func:`vdlib.method.grpo.null_gradient`).
 
@@ -57,10 +70,11 @@ from vdlib.method.vocab_dropout import VocabDropout
 
 __all__ = ["MaskedGRPOTrainer", "trl_args", "cov_settings", "training_dtypes", "lm_head_mask",
            "check_rollouts_masked",
-           "prepare_vllm_rollouts", "release_rollout_engine", "split_timing", "COV_OLD_LOGPROBS"]
+           "prepare_vllm_rollouts", "release_rollout_engine", "split_timing", "COV_OLD_LOGPROBS",
+           "pack_rows"]
 
 #: Where KL-Cov / Clip-Cov take their old log-probs from (see the module docstring).
-COV_OLD_LOGPROBS = ("recompute", "detach")
+COV_OLD_LOGPROBS = ("packed", "recompute", "detach")
 
 logger = logging.getLogger(__name__)
 
@@ -223,6 +237,42 @@ def trl_args(g: GRPOConfig, *, output_dir: str, seed: int, num_processes: int = 
     return TRLConfig(**kwargs)
 
 
+def pack_rows(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
+              completion_ids: torch.Tensor, completion_mask: torch.Tensor
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
+    """Padding-free packing (verl's ``use_remove_padding``) of ``n`` left-padded prompts and
+    right-padded completions ``(n, P)``, ``(n, T)`` into one row: the tokens each row's forward
+    attends to (mask 1), row after row, with positions restarting at 0 per sequence (so
+    transformers builds a block-diagonal causal mask from them). Returns ``(input_ids,
+    position_ids, labels)``, each ``(1, L)`` (labels: the completion tokens, -100 elsewhere),
+    and ``where = (rows, cols, index)``: completion token ``(rows[j], cols[j])`` sits at
+    ``index[j]`` of the packed row, so its log-prob is the fused head's output at
+    ``index[j] - 1``. Rows without a completion token are left out.
+
+    >>> ids, pos, lab, (r, c, i) = pack_rows(torch.tensor([[0, 5], [6, 7]]),
+    ...     torch.tensor([[0, 1], [1, 1]]), torch.tensor([[8, 0], [9, 3]]),
+    ...     torch.tensor([[1, 0], [1, 1]]))
+    >>> ids.tolist(), pos.tolist(), lab.tolist()
+    ([[5, 8, 6, 7, 9, 3]], [[0, 1, 0, 1, 2, 3]], [[-100, 8, -100, -100, 9, 3]])
+    >>> r.tolist(), c.tolist(), i.tolist()
+    ([0, 1, 1], [0, 0, 1], [1, 4, 5])
+    """
+    n, p = prompt_ids.shape
+    ids = torch.cat([prompt_ids, completion_ids], dim=1)
+    keep = torch.cat([prompt_mask, completion_mask], dim=1) > 0
+    keep &= (completion_mask > 0).any(dim=1, keepdim=True)
+    is_completion = torch.zeros_like(keep)
+    is_completion[:, p:] = True
+    flat = ids[keep]
+    positions = (keep.long().cumsum(dim=1) - 1)[keep]
+    labels = torch.where(is_completion[keep], flat, torch.full_like(flat, -100))
+    index = (keep.reshape(-1).long().cumsum(dim=0) - 1).view(n, -1)
+    scored = keep & is_completion
+    rows, cols = scored.nonzero(as_tuple=True)
+    return (flat.unsqueeze(0), positions.unsqueeze(0), labels.unsqueeze(0),
+            (rows, cols - p, index[scored]))
+
+
 def cov_settings(g: GRPOConfig) -> dict[str, Any]:
     """The KL-Cov / Clip-Cov settings of a role (``MaskedGRPOTrainer``'s ``cov``)."""
     return {"k_frac": g.kl_cov_k_frac, "beta": g.kl_cov_beta, "ratio": g.clip_cov_ratio,
@@ -234,7 +284,7 @@ class MaskedGRPOTrainer(GRPOTrainer):
     """TRL's GRPOTrainer with the vocabulary mask at sampling time and the loss variants (see
     the module docstring). Extra keyword arguments: ``vocab_dropout``, ``mask_seed_fn(step)``,
     ``loss_variant`` (grpo | kl_cov | clip_cov), ``cov`` (k_frac, beta, ratio, lb, ub,
-    old_logprobs: recompute | detach, experience_micro_batch), ``skip_null_backward``,
+    old_logprobs: packed | recompute | detach, experience_micro_batch), ``skip_null_backward``,
     ``rollout_llm_kwargs`` (extra ``vllm.LLM`` keywords of TRL's colocated engine,
     :func:`vdlib.engines.setting.rollout_llm_kwargs`) or ``rollout_llm_factory`` (what TRL's
     ``LLM(...)`` returns instead: the run's engine, ``ModelStore.trl_engine``)."""
@@ -251,7 +301,7 @@ class MaskedGRPOTrainer(GRPOTrainer):
         if loss_variant not in ("grpo", "kl_cov", "clip_cov"):
             raise ValueError(f"loss_variant = {loss_variant!r}; allowed values: grpo, "
                              "kl_cov, clip_cov")
-        old_mode = (cov or {}).get("old_logprobs", "recompute")
+        old_mode = (cov or {}).get("old_logprobs", "packed")
         if old_mode not in COV_OLD_LOGPROBS:
             raise ValueError(f"cov old_logprobs = {old_mode!r}; allowed values: "
                              f"{', '.join(COV_OLD_LOGPROBS)}")
@@ -347,7 +397,7 @@ class MaskedGRPOTrainer(GRPOTrainer):
     def _generate_and_score_completions(self, inputs: Any) -> dict[str, Any]:
         out = super()._generate_and_score_completions(inputs)
         if (self.loss_variant != "grpo" and self.model.training
-                and self.cov.get("old_logprobs", "recompute") == "recompute"):
+                and self.cov.get("old_logprobs", "packed") in ("packed", "recompute")):
             out["old_per_token_logps"] = self._experience_logps(out)
         return out
 
@@ -355,17 +405,41 @@ class MaskedGRPOTrainer(GRPOTrainer):
         """Old log-probs of a rollout batch as verl's / EasyR1's ``compute_log_prob``: one
         no-grad forward of the current policy over the whole batch, before any update on it, in
         chunks of ``experience_micro_batch`` completions (the update runs in chunks of
-        ``per_device_train_batch_size``). Replaces TRL's own pass where TRL made one."""
+        ``per_device_train_batch_size``), each chunk packed without padding (``packed``) or
+        padded as the update's (``recompute``). Replaces TRL's own pass where TRL made one."""
         from trl.models.utils import disable_gradient_checkpointing
 
-        input_ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
-        attention_mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
+        chunk = int(self.cov.get("experience_micro_batch", 4))
         with torch.no_grad(), disable_gradient_checkpointing(
                 self.model, self.args.gradient_checkpointing_kwargs):
+            if self.cov.get("old_logprobs", "packed") == "packed":
+                return self._packed_logps(batch, chunk)
+            input_ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
+            attention_mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
             logps, _, _ = self._get_per_token_logps_and_entropies(
                 self.model, input_ids, attention_mask, batch["completion_ids"].size(1),
-                batch_size=int(self.cov.get("experience_micro_batch", 4)))
+                batch_size=chunk)
         return logps
+
+    def _packed_logps(self, batch: dict[str, Any], chunk: int) -> torch.Tensor:
+        """The ``packed`` pass: per chunk of ``chunk`` completions one row of their real tokens
+        (:func:`pack_rows`), through the same fused log-prob head and autocast as TRL's passes;
+        padding positions get 0 (the loss masks them)."""
+        completion_ids = batch["completion_ids"]
+        out = torch.zeros(completion_ids.shape, dtype=torch.float32,
+                          device=completion_ids.device)
+        for start in range(0, completion_ids.size(0), chunk):
+            rows = slice(start, start + chunk)
+            ids, positions, labels, (r, c, index) = pack_rows(
+                batch["prompt_ids"][rows], batch["prompt_mask"][rows], completion_ids[rows],
+                batch["completion_mask"][rows])
+            if not len(r):
+                continue
+            with self.accelerator.autocast():
+                outputs = self.model(input_ids=ids, position_ids=positions, labels=labels,
+                                     fused_lm_head=True)
+            out[r + start, c] = outputs.log_probs[0, index - 1].float()
+        return out
 
     def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> torch.Tensor:
         loss = (super()._compute_loss(model, inputs) if self.loss_variant == "grpo"
@@ -409,6 +483,6 @@ class MaskedGRPOTrainer(GRPOTrainer):
         mode = "train" if self.model.training else "eval"
         self._metrics[mode]["entropy"].append(
             float((entropies.detach() * maskf).sum() / maskf.sum().clamp(min=1.0)))
-        for k, v in stats.items():
+        for k, v in stats.items():  # per micro-batch; TRL logs each step's mean
             self._metrics[mode][f"{self.loss_variant}/{k}"].append(float(v))
         return loss

@@ -280,7 +280,10 @@ def clip_cov_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tens
 
     Selection: :func:`clip_cov_select` on this batch, or a precomputed bool (B, T) ``selected``.
     Stats: ``clip_fraction`` (PPO, as :func:`clipped_surrogate`), ``selected_fraction``
-    (selected / N_valid: verl logs this as Clip-Cov's ``pg_clipfrac``), ``n_selected``.
+    (selected / N_valid: verl logs this as Clip-Cov's ``pg_clipfrac``), ``n_selected``,
+    ``grad_ratio`` (the share of the policy gradient Clip-Cov cuts, measured on the
+    per-token weights of ``grad log pi``: ``||A r on the selected tokens|| / ||A r on every
+    token with a gradient||``, :func:`_norm_ratio`).
     """
     if selected is None:
         selected = clip_cov_select(logp, old_logp, advantages, mask, eps_low, eps_high,
@@ -288,10 +291,15 @@ def clip_cov_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tens
     m = _valid(mask)
     per_token, clip_fraction = clipped_surrogate(logp, old_logp, advantages, m, eps_low, eps_high)
     selected = selected & m
+    # d(loss)/d(logp) per token of the unclipped surrogate: -A r where PPO leaves a gradient
+    _, l1, l2 = _ppo_terms(logp.detach(), old_logp, advantages.detach(), eps_low, eps_high)
+    per_token_full = torch.where(m & ~(l2 > l1), l1, 0)
     per_token = per_token * (~selected).to(per_token.dtype)
     stats = {"clip_fraction": clip_fraction,
              "selected_fraction": token_mean(selected.float(), m),
-             "n_selected": selected.sum()}
+             "n_selected": selected.sum(),
+             "grad_ratio": _norm_ratio(torch.where(selected, per_token_full.detach(), 0),
+                                       per_token_full.detach(), m)}
     return per_token, stats
 
 
@@ -314,7 +322,12 @@ def kl_cov_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor
     ``selected_fraction``, ``n_selected``, ``penalty`` (the KL term's share of the token-mean
     loss: ``sum_selected kl_coef |logp - old_logp| / N_valid``) and ``n_active`` (selected
     tokens with ``logp != old_logp``, i.e. where the term has a gradient; 0 on-policy) and
-    ``differ_fraction`` (share of the valid tokens with ``logp != old_logp``, selected or not).
+    ``differ_fraction`` (share of the valid tokens with ``logp != old_logp``, selected or not),
+    ``active_fraction`` (``n_active / n_selected``: the share of the selected tokens whose term
+    acts; 0 when none is selected) and ``grad_ratio`` (the penalty's gradient against the policy
+    term's, on the per-token weights of ``grad log pi``: ``||kl_coef sign(logp - old) on the
+    selected tokens|| / ||A r on every valid token||``, :func:`_norm_ratio`; 0 where it does
+    not act).
     """
     if selected is None:
         selected = kl_cov_select(logp, advantages, mask, k_frac)
@@ -330,7 +343,31 @@ def kl_cov_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor
              "penalty": token_mean(torch.where(selected, penalty.detach(), 0), m),
              "n_active": (selected & (log_ratio.detach() != 0)).sum(),
              "differ_fraction": token_mean((log_ratio.detach() != 0).float(), m)}
+    stats["active_fraction"] = stats["n_active"] / stats["n_selected"].clamp(min=1)
+    pg_weight = torch.where(m, -_token_adv(advantages, logp) * torch.exp(log_ratio), 0).detach()
+    penalty_weight = torch.where(selected, kl_coef * torch.sign(log_ratio.detach()), 0)
+    stats["grad_ratio"] = _norm_ratio(penalty_weight, pg_weight, m)
     return torch.where(m, per_token, 0), stats
+
+
+@torch.no_grad()
+def _norm_ratio(part: Tensor, whole: Tensor, mask: Tensor) -> Tensor:
+    """``||part|| / ||whole||`` (L2 over the valid tokens of two (B, T) tensors of per-token
+    weights ``w`` of a loss ``sum w * logp`` differentiated at fixed ``w``, i.e. d(loss)/d(logp));
+    0 when ``whole`` is 0. Both losses go through the same ``grad log pi`` and the same
+    normaliser, so this is the ratio of their gradients with respect to the token log-probs: a
+    per-step measure that costs no backward pass (the parameter-space norms would need one
+    each, and differ from it by how ``grad log pi`` of the tokens aligns).
+
+    >>> m = torch.ones(1, 2, dtype=torch.bool)
+    >>> float(_norm_ratio(torch.tensor([[0.0, 3.0]]), torch.tensor([[4.0, 0.0]]), m))
+    0.75
+    """
+    m = _valid(mask)
+    num = torch.where(m, part.float(), 0).norm()
+    den = torch.where(m, whole.float(), 0).norm()
+    return torch.where(den > 0, num / den.clamp(min=torch.finfo(torch.float32).tiny),
+                       den.new_zeros(()))
 
 
 def _t_chunks(logits: Tensor, chunk_tokens: int):

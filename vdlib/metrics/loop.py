@@ -8,9 +8,11 @@ where the phase is unmasked), counts (generated, valid questions, curriculum
 size), mean self-consistency acc of the valid questions, agreement of the solvers' majority with
 the proposer's answer, the proposer's valid-rollout fraction and mean reward, the mask's mean kept
 fraction, the solver's mean training reward, and simple question statistics (mean whitespace
-length, distinct whitespace tokens). Diversity metrics (Self-BLEU, Vendi, ...) are added by
-``vdlib.metrics`` when present. Before the solver phase (no ``solver_train.json`` yet: an
-iteration cut short, read by an export), the two solver fields are None.
+length, distinct whitespace tokens); for KL-Cov / Clip-Cov arms, how many proposer steps the
+method acted in and its per-step means (:mod:`vdlib.metrics.cov_activity`). Diversity
+metrics (Self-BLEU, Vendi, ...) are added by ``vdlib.metrics`` when present. Before the solver
+phase (no ``solver_train.json`` yet: an iteration cut short, read by an export), the two solver
+fields are None.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from vdlib.metrics.cov_activity import cov_iteration_stats
 from vdlib.utils.artifacts import read_jsonl
 
 __all__ = ["iteration_metrics"]
@@ -61,4 +64,6 @@ def iteration_metrics(iter_dir: Path, t: int, alphas: Mapping[str, float]) -> di
         "solver_mean_reward": None if strain is None else strain.get("mean_reward"),
         "mean_question_words": _mean([float(len(x.split())) for x in texts]),
         "distinct_words": len({w for x in texts for w in x.split()}),
+        # KL-Cov / Clip-Cov arms: how many proposer steps acted (vdlib.metrics.cov_activity)
+        **cov_iteration_stats(ptrain.get("log_history", [])),
     }
