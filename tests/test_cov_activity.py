@@ -142,3 +142,20 @@ def test_vdlib_results_warns_about_an_arm_that_never_acted(tmp_path, monkeypatch
     err = capsys.readouterr().err
     assert "vdlib results: warning: arm 'kl_cov': KL-Cov's penalty had a gradient on no" in err
     assert "arm 'baseline'" not in err and err.count("warning") == 1
+
+
+def test_collect_results_carries_the_cov_summary(tmp_path):
+    from vdlib.report.results import collect_results
+
+    for arm, extra in (("kl_cov", {"cov_steps": 3, "cov_active_steps": 2,
+                                   "kl_cov_penalty": 1e-7}), ("baseline", {})):
+        it = tmp_path / arm / "iter_1"
+        it.mkdir(parents=True)
+        (it / "metrics.json").write_text(json.dumps({"valid_fraction": 0.5, **extra}),
+                                         encoding="utf-8")
+    data = collect_results({("kl_cov", 0): tmp_path / "kl_cov",
+                            ("baseline", 0): tmp_path / "baseline"})
+    kl, base = data["records"]
+    assert (kl["cov_steps"], kl["cov_active_steps"], kl["kl_cov_penalty"]) == (3, 2, 1e-7)
+    assert not set(COV_RECORD_FIELDS) & set(base)
+    assert inactive_cov_warnings(data["records"]) == []

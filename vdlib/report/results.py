@@ -82,6 +82,8 @@ def collect_results(runs: Mapping[tuple[str, int], str | os.PathLike],
     pooling rule is always written, in ``evaluation.per_seed`` and ``evaluation.se_ddof``: from
     ``meta["evaluation"]`` where it has them, else from ``evaluation`` (the runs'
     :class:`vdlib.config.EvaluationConfig`), else the config's defaults."""
+    from vdlib.metrics.cov_activity import COV_RECORD_FIELDS
+
     records: list[dict[str, Any]] = []
     if base is not None:
         records.append({"arm": "base", "seed": None, "iteration": 0, **_pass1_fields(base)})
@@ -90,7 +92,8 @@ def collect_results(runs: Mapping[tuple[str, int], str | os.PathLike],
         for i, (t, folder) in enumerate(finished):
             m = safe_read.read_json(folder / layout.METRICS_FILE, RESULTS_MAX_BYTES)
             rec = {"arm": arm, "seed": seed, "iteration": t,
-                   **{k: m.get(k) for k in RECORD_FIELDS}}
+                   **{k: m.get(k) for k in RECORD_FIELDS},
+                   **{k: m[k] for k in COV_RECORD_FIELDS if k in m}}  # KL-Cov / Clip-Cov
             if evaluations and (arm, seed) in evaluations and i == len(finished) - 1:
                 rec.update(_pass1_fields(evaluations[(arm, seed)]))
             records.append(rec)
