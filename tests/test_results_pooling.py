@@ -146,3 +146,27 @@ def test_pass1_table_follows_the_rule_it_is_given():
     assert pass1_table(data).iloc[0]["gsm8k"] == "27.5 ± 12.5"  # 15, 40: sample SD 17.7
     one = {"records": recs[:1]}
     assert pass1_table(one).iloc[0]["gsm8k"] == "15.0 ± 3.5"  # its two runs, 5 / sqrt 2
+
+
+def test_compare_arms_pools_pass1_by_seed_as_the_notebooks_do(tmp_path):
+    """compare_arms' pass@1 row: each seed's value is what it adds to a notebook cell
+    (evaluation.per_seed; a config is read for it), no longer always the mean of its runs."""
+    runs, evals = {}, {}
+    firsts = {("baseline", 0): 0.1, ("baseline", 1): 0.2, ("vd75", 0): 0.4, ("vd75", 1): 0.6}
+    for (arm, seed), first in firsts.items():
+        run = tmp_path / f"{arm}-seed{seed}"
+        (run / "iter_1").mkdir(parents=True)
+        (run / "iter_1" / "metrics.json").write_text(json.dumps({"valid_questions": 4}))
+        (run / "config.yaml").write_text(f"run_id: {arm}-seed{seed}\nseed: {seed}\n")
+        runs[(arm, seed)] = run
+        evals[(arm, seed)] = EvalSummary({"a": BenchmarkResult("a", 10, [first, 0.9, 0.9],
+                                                               [0, 1, 2])})
+    row = ex.compare_arms(runs, evals).set_index("quantity").loc["solver pass@1 (stand-in)"]
+    assert (row["baseline"], row["vd75"]) == pytest.approx((0.15, 0.5))  # first runs
+    mean = ex.compare_arms(runs, evals, per_seed="mean").set_index("quantity")
+    assert mean.loc["solver pass@1 (stand-in)", "vd75"] == pytest.approx((2.2 + 2.4) / 3 / 2)
+    cfg = load_params({**_params_dict(), "evaluation": {**_params_dict()["evaluation"],
+                                                        "per_seed": "mean"}})
+    by_cfg = ex.compare_arms(runs, evals, per_seed=cfg).set_index("quantity")
+    assert by_cfg.loc["solver pass@1 (stand-in)", "vd75"] == pytest.approx(
+        mean.loc["solver pass@1 (stand-in)", "vd75"])
