@@ -170,3 +170,14 @@ def test_compare_arms_pools_pass1_by_seed_as_the_notebooks_do(tmp_path):
     by_cfg = ex.compare_arms(runs, evals, per_seed=cfg).set_index("quantity")
     assert by_cfg.loc["solver pass@1 (stand-in)", "vd75"] == pytest.approx(
         mean.loc["solver pass@1 (stand-in)", "vd75"])
+
+
+def test_a_merge_keeps_the_parts_rule_and_refuses_two():
+    from vdlib.report.results import merge_results
+
+    part = {"seeds": [0], "evaluation": {"runs": 3, "per_seed": "mean", "se_ddof": 1},
+            "records": [{"arm": "x", "seed": 0, "iteration": 1}]}
+    other = {**part, "seeds": [1], "records": [{"arm": "x", "seed": 1, "iteration": 1}]}
+    assert pooling_rule(merge_results([part, other]))[:2] == ("mean", 1)
+    with pytest.raises(ResultsFileError, match="different rules"):
+        merge_results([part, {**other, "evaluation": {"per_seed": "first_run", "se_ddof": 0}}])

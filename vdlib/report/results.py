@@ -153,7 +153,8 @@ def merge_results(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     names one: e.g. the results file whose runs another experiment reuses), and
     ``partial_iterations`` (the records marked ``partial``, cut before the solver phase, which
     count in the tables but not as finished); the top-level ``card`` names every card of the
-    merged runs, in part order.
+    merged runs, in part order. Parts that record different pooling rules
+    (``evaluation.per_seed``, ``se_ddof``) are refused (:class:`ResultsFileError`).
 
     >>> a = {"seeds": [0], "records": [{"arm": "x", "seed": 0, "iteration": 1}]}
     >>> b = {"seeds": [2], "records": [{"arm": "x", "seed": 2, "iteration": t} for t in (1, 2)]}
@@ -161,6 +162,13 @@ def merge_results(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     >>> m["seeds"], m["iterations"], m["runs"]["x-seed2"]
     ([0, 2], 2, {'iterations': [1, 2], 'evaluated': False, 'part': 1, 'card': None})
     """
+    rules = {(ev.get("per_seed"), ev.get("se_ddof")) for part in parts
+             if isinstance(ev := part.get("evaluation"), Mapping)
+             and ("per_seed" in ev or "se_ddof" in ev)}
+    if len(rules) > 1:  # one file, one pooling rule (its tables read it from the file)
+        raise ResultsFileError("the parts pool pass@1 by different rules (evaluation.per_seed, "
+                               f"se_ddof): {', '.join(map(str, sorted(rules, key=str)))}; "
+                               "merge parts evaluated under one rule")
     meta: dict[str, Any] = {}
     by_run: dict[tuple[str, Any], tuple[int, list[dict[str, Any]]]] = {}
     base: dict[str, Any] | None = None
