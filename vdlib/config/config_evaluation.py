@@ -40,11 +40,13 @@ class EvaluationConfig:
                             "sorted by length; each call samples with a seed derived from its "
                             "index, so this choice changes the samples).", gt=0,
                             le=65536)
-    se_ddof: int = param(0, "Spread of every mean +- SE: SE = std(ddof) / sqrt(k). 0 "
+    se_ddof: int = param(0, "Spread of every pass@1 mean +- SE (the evaluation tables; vdlib "
+                         "results reads it from a results file): SE = std(ddof) / sqrt(k). 0 "
                          "(population SD) reproduces the paper's printed cells (paper, Sec. "
                          "'Standard benchmarks': mean +- SE over 3 runs; e.g. AIME'24 12.2 +- "
                          "0.9 = 3, 4, 4 of 30 correct, which ddof 1 prints as +- 1.1); 1 = "
-                         "sample SD (Miller 2024's estimator).", choices=(0, 1))
+                         "sample SD (Miller 2024's estimator). Cells the paper prints without "
+                         "SE (loop metrics, figures) always use the sample SD.", choices=(0, 1))
     per_seed: str = param("first_run", "With several training seeds, what each seed adds to a "
                           "cell: first_run = its first evaluation run (paper, Sec. 'Standard "
                           "benchmarks': every cell is 3 single evaluations; its AIME/AMC means "
