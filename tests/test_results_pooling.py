@@ -181,3 +181,23 @@ def test_a_merge_keeps_the_parts_rule_and_refuses_two():
     assert pooling_rule(merge_results([part, other]))[:2] == ("mean", 1)
     with pytest.raises(ResultsFileError, match="different rules"):
         merge_results([part, {**other, "evaluation": {"per_seed": "first_run", "se_ddof": 0}}])
+
+
+def test_the_single_policy_report_pools_by_the_files_rule():
+    from vdlib.report.results_single_policy import (
+        single_policy_pass1_effects,
+        single_policy_pass1_table,
+    )
+
+    def run(arm, seed, accs):
+        return {"arm": arm, "seed": seed, "steps": [{"step": 1, "entropy": 1.0}],
+                "pass1": {"gsm8k": {"accuracies": accs}}}
+    data = {"runs": [run("baseline", 0, [0.01, 0.03]), run("baseline", 1, [0.02, 0.04]),
+                     run("vd95", 0, [0.02, 0.02]), run("vd95", 1, [0.03, 0.03])]}
+    table = single_policy_pass1_table(data).set_index("arm")
+    assert table.loc["Baseline", "ours"] == "1.50 ± 0.35"  # first runs 1, 2 %: ddof 0
+    assert single_policy_pass1_effects(data).iloc[0]["diff"] == pytest.approx(1.0)
+    data["evaluation"] = {"per_seed": "mean", "se_ddof": 1}
+    table = single_policy_pass1_table(data).set_index("arm")
+    assert table.loc["Baseline", "ours"] == "2.50 ± 0.50"  # means 2, 3 %: sample SD
+    assert single_policy_pass1_effects(data).iloc[0]["diff"] == pytest.approx(0.0)
