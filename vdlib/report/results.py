@@ -222,14 +222,16 @@ def pass1_runs(record: Mapping[str, Any], benchmark: str) -> list[float] | None:
 
 
 def pass1_frame(data: Mapping[str, Any], per_seed: str | None = None) -> pd.DataFrame:
-    """``arm, seed, iteration, benchmark, accuracy`` (%): what each record adds to a pooled cell,
-    :func:`vdlib.evaluation.seed_value` of its runs under ``per_seed`` (default: the file's
-    ``evaluation.per_seed``, :func:`pooling_rule`): its first evaluation run or their mean."""
+    """``arm, seed, iteration, benchmark, accuracy`` (%): what each trained record (a training
+    seed) adds to a pooled cell, :func:`vdlib.evaluation.seed_value` of its runs under
+    ``per_seed`` (default: the file's ``evaluation.per_seed``, :func:`pooling_rule`): its first
+    evaluation run or their mean. The starting checkpoint (arm ``base``, no training seed; its
+    cell pools its runs) has the mean of its runs."""
     rule = per_seed or pooling_rule(data).per_seed
     benches = {k[len(PASS1_PREFIX):].removesuffix("_runs") for r in data["records"] for k in r
                if k.startswith(PASS1_PREFIX) and k != "pass1_unfinished"}
     rows = [{"arm": r["arm"], "seed": r["seed"], "iteration": r["iteration"], "benchmark": b,
-             "accuracy": seed_value(runs, rule)}
+             "accuracy": seed_value(runs, "mean" if r["arm"] == "base" else rule)}
             for r in data["records"] for b in sorted(benches)
             if (runs := pass1_runs(r, b)) is not None]
     return pd.DataFrame(rows, columns=["arm", "seed", "iteration", "benchmark", "accuracy"])
