@@ -102,10 +102,13 @@ def test_cov_variants_train(tmp_path, variant):
         assert [row["kl_cov/penalty"] > 0 for row in logged] == [False, True, False, True]
 
 
-def test_kl_cov_paper_arm_logs_a_zero_term(tmp_path):
-    """The paper-literal KL-Cov (one on-policy update per rollout batch): its logged term is
-    exactly 0 at every step (docs/coevolution.md)."""
+def test_kl_cov_inert_arm_logs_a_zero_term(tmp_path):
+    """KL-Cov at one on-policy update per rollout batch with the old log-probs recomputed padded
+    like the update (``cov_old_logprobs: recompute``, arm ``kl_cov_inert``): its logged term is
+    exactly 0 at every step (docs/coevolution.md; the packed default that acts:
+    tests/test_kl_cov_fidelity.py)."""
     trainer, _, _, _ = _trainer(tmp_path, loss_variant="kl_cov")
+    trainer.cov["old_logprobs"] = "recompute"
     trainer.train()
     logged = [row for row in trainer.state.log_history if "kl_cov/penalty" in row]
     assert len(logged) == 2 and all(row["kl_cov/n_selected"] >= 1 for row in logged)
