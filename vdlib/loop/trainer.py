@@ -30,7 +30,8 @@
     (v0.4.1-v0.5.0; EasyR1 / R-Zero ``padding_free``) computes them. The update's forward is
     TRL's, padded, in micro-batches of 2, so the two passes compute the same log-probs with
     other rounding, as verl's two passes do; KL-Cov's ``|logp - old|`` then has a gradient on
-    its selected tokens at one on-policy update per rollout batch.
+    its selected tokens wherever the two differ, at one on-policy update per rollout batch too
+    (on a CPU in bf16 autocast they differ on most tokens: tests/test_kl_cov_fidelity.py).
   - ``recompute``: the same separate pass, padded like the update's. In bf16 it agrees with
     the update bit for bit (27 of 27 proposer steps on an H200; bf16 autocast on a CPU too), so
     KL-Cov's term never acts: the committed gpu-small KL-Cov runs (arm ``kl_cov_inert``).

@@ -315,8 +315,9 @@ def kl_cov_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor
     KL-Cov equals plain ``-A r``. Where they differ at all, however little, the gradient is the
     full ``kl_coef * sign(logp - old_logp) * grad logp``. In verl before v0.6.0 and in
     EasyR1 / R-Zero, ``old_logp`` always comes from a separate no-grad forward
-    (``compute_log_prob``, experience micro-batches) whose bf16 rounding can differ from the
-    update's, so the term can act even at one on-policy step per rollout batch
+    (``compute_log_prob``, experience micro-batches, packed without padding) whose bf16 rounding
+    can differ from the update's, so the term can act even at one on-policy step per rollout
+    batch
     (docs/experiments.md, "KL-Cov on-policy"; config ``cov_old_logprobs``).
     Stats: ``abs_log_ratio`` (mean |logp - old_logp| over valid tokens: verl's ``ppo_kl``),
     ``selected_fraction``, ``n_selected``, ``penalty`` (the KL term's share of the token-mean
