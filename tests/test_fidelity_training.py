@@ -134,13 +134,14 @@ def test_repetition_penalty_default_is_rzero_whole_batch(tokenizer):
 def test_clip_bounds_are_one_symmetric_epsilon(tmp_path):
     """Sec. 'Preliminaries: GRPO and R-Zero': "min(rho_i A_i, clip(rho_i, 1-eps, 1+eps) A_i)":
     one epsilon on both sides. Its value is not stated; 0.2 is verl's default clip_ratio (the
-    trainer of Sec. 'Setup'). R-Zero's code clips the upper side at 0.28 (a switch)."""
+    trainer of Sec. 'Setup'). R-Zero's code clips the upper side at 0.3 (its actor config's clip_ratio_high; a
+    switch)."""
     for g in (GRPOConfig(), load_params({"profile": "paper"}).solver,
               load_params({"profile": "paper"}).transfer):
         assert g.clip_eps_low == g.clip_eps_high == 0.2
     args = _trl(GRPOConfig(), tmp_path)
     assert args.epsilon == args.epsilon_high == 0.2
-    assert _trl(GRPOConfig(clip_eps_high=0.28), tmp_path).epsilon_high == 0.28
+    assert _trl(GRPOConfig(clip_eps_high=0.3), tmp_path).epsilon_high == 0.3
 
 
 # ----------------------------------------------------------------------------- 12. mask width
