@@ -69,10 +69,12 @@ class Contrast:
 
 _PHASE = ("app:embedding_ablations / tab:question_diversity: gen-only contributes the larger "
           "share of diversity; both phases combined yield the highest cumulative diversity")
-_ENTROPY = ("sec:results_diversity: KL-Cov and Clip-Cov stay within 2% of the baseline on "
-            "every diversity metric, where vocabulary dropout reshapes the questions")
+_ENTROPY = ("sec:results_diversity (fig:question_complexity's paragraph): KL-Cov and Clip-Cov "
+            "stay within 2% of the baseline on the question profile's four quantities (valid "
+            "questions; tokens and distinct numbers per question; score) where vocabulary "
+            "dropout reshapes it")
 _REWARD = ("issue 30's reward-ordering question (not in the paper): a failed parse pays -1 "
-           "(R-Zero's value) instead of the paper's 0")
+           "(R-Zero's code: -1 minus the 1/B repetition penalty) instead of the paper's 0")
 
 #: the pairs, each taken when a results file holds both arms
 PAPER_CONTRASTS = (
