@@ -28,7 +28,8 @@ ARMS.add("kl_cov_offpolicy", {"vocab_dropout": {"alpha": 1.0},
 ARMS.add("clip_cov", {"vocab_dropout": {"alpha": 1.0}, "proposer": {"loss_variant": "clip_cov"}})
 ARMS.add("vd85_gen", {"vocab_dropout": {"alpha": 0.85, "phases": "gen"}})
 ARMS.add("vd95", {"vocab_dropout": {"alpha": 0.95, "phases": "both"}})
-# R-Zero's parse-failure reward, -1 (the paper's Algorithm 1 gives 0): the incentive's pair
+# R-Zero's parse-failure reward without its penalty, -1 (R-Zero's code: -1 - 1/batch; the
+# paper's Algorithm 1 gives 0): the incentive's pair
 ARMS.add("baseline_fail_neg", {"vocab_dropout": {"alpha": 1.0},
                                "scoring": {"parse_failure_reward": -1.0}})
 ARMS.add("vd75_fail_neg", {"vocab_dropout": {"alpha": 0.75, "phases": "both"},

@@ -30,7 +30,8 @@ An arm is a small dict merged over a base params dict (``arm_params``); its run 
   "Vocabulary dropout outside co-evolution", notebook 04; the mask acts on the policy's
   rollouts).
 - ``vd75_fail_neg``, ``baseline_fail_neg``: ``vd75`` and ``baseline`` with
-  ``scoring.parse_failure_reward: -1`` (R-Zero's code) instead of the paper's 0 (Algorithm 1),
+  ``scoring.parse_failure_reward: -1`` (R-Zero's code gives -1 minus the rollout's 1/batch
+  repetition penalty; these arms -1 flat) instead of the paper's 0 (Algorithm 1),
   not paper arms. Under the paper's value a rollout that fails to parse (0, no penalty) earns
   more than a valid question outside the difficulty window (0 - |cluster| / batch < 0); with
   -1 it earns no more than any valid rollout (a penalty is at most 1). The pair tests whether
