@@ -125,6 +125,6 @@ def inactive_cov_warnings(records: Iterable[Any]) -> list[str]:
             lines.append(f"arm {arm!r} ({variant}): no record carries cov_steps / "
                          "cov_active_steps (exported before they were recorded), so whether "
                          f"{'KL-Cov' if variant == 'kl_cov' else 'Clip-Cov'} ever acted "
-                         "cannot be told from this file; see its runs' "
-                         "iter_<t>/proposer_train.json")
+                         "cannot be told from this file; see the proposer_train.json "
+                         "of its runs' iterations")
     return lines
