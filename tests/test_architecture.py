@@ -19,12 +19,12 @@ MAX_LINES = 500
 
 # vdlib's folders, lowest layer first. A module may import modules of its own folder and of
 # the folders of lower layers, never of its own layer's other folder or of a higher layer.
-# engines sit below config: they read the engine section by attribute (a type-checking import
-# only), while config validates model names against the engines' registry.
+# config sits below engines: model names are config's data (vdlib/config/model_names.py), the
+# engines register a loader for each, so validating a config imports nothing of the engines.
 LAYERS: list[tuple[str, ...]] = [
     ("method", "utils"),        # the paper's math; infrastructure that knows nothing of it
+    ("config",),                # the typed config, model names, the arms' table, every run path
     ("engines",),               # model loading, transformers / vLLM / server engines
-    ("config",),                # the typed config, the arms' table, every run path
     ("metrics", "evaluation"),  # diversity metrics; benchmark evaluation and verification
     ("loop",),                  # one co-evolution run
     ("grid",),                  # many runs and their status (the report API launches grids)
@@ -173,16 +173,18 @@ def test_no_folder_imports_a_higher_layer():
 
 
 def test_the_layer_check_finds_a_planted_upward_import(tmp_path):
-    # a synthetic graph: the method importing the loop, engines importing config, and a
-    # same-layer import between metrics and evaluation
+    # a synthetic graph: the method importing the loop, config importing the engines (while
+    # the engines importing config is allowed), and a same-layer import between metrics and
+    # evaluation
     graph = {"vdlib.method.rewards": {"vdlib.method.bleu", "vdlib.loop.stages"},
+             "vdlib.config.experiment": {"vdlib.engines.models"},
              "vdlib.engines.setting": {"vdlib.config.experiment"},
              "vdlib.metrics.nli": {"vdlib.evaluation.runner"},
              "vdlib.loop.stages": {"vdlib.method.rewards", "vdlib.metrics.nli"},
-             "vdlib.method.bleu": set(), "vdlib.config.experiment": set(),
+             "vdlib.method.bleu": set(), "vdlib.engines.models": set(),
              "vdlib.evaluation.runner": set()}
     assert _upward(graph) == [
-        "vdlib.engines.setting (engines) imports vdlib.config.experiment (config)",
+        "vdlib.config.experiment (config) imports vdlib.engines.models (engines)",
         "vdlib.method.rewards (method) imports vdlib.loop.stages (loop)",
         "vdlib.metrics.nli (metrics) imports vdlib.evaluation.runner (evaluation)"]
     # the same check over files: a copy of vdlib/method with one module importing the loop,

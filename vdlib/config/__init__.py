@@ -8,11 +8,13 @@
   (protocol; engine, launcher, tracking; evaluation and verification), ``param()`` and the
   source citations;
 - :mod:`~vdlib.config.config_yaml`: bounded, strict YAML reading, ``ConfigError``;
+- :mod:`~vdlib.config.model_names`: the registered model names, as data (the engines register
+  a loader for each);
 - :mod:`~vdlib.config.arm_table`: the arms' table (name -> overrides);
 - :mod:`~vdlib.config.layout`: every run path and run id.
 
-May import: :mod:`vdlib.method`, :mod:`vdlib.utils`, :mod:`vdlib.engines` (model names, for
-validation, deferred). Importing it stays light: no torch, datasets or vLLM.
+May import: :mod:`vdlib.method`, :mod:`vdlib.utils`; nothing of :mod:`vdlib.engines` (model
+names are its own data). Importing it and ``load_params`` stay light: no torch, datasets or vLLM.
 """
 
 from vdlib.config.experiment import *  # noqa: F403 - the names vdlib.config always had

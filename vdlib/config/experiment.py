@@ -74,6 +74,7 @@ from vdlib.config.config_yaml import (
     read_yaml_file,
     shown,
 )
+from vdlib.config.model_names import model_names
 from vdlib.config.names import check_name
 
 __all__ = [
@@ -384,11 +385,7 @@ MAX_MODEL_REF = 4096
 
 def _check_model_name(key: str, name: str) -> None:
     """A model is a registered name, an existing local path, or a Hub id 'org/name'."""
-    from vdlib.engines.models import (
-        model_names,  # deferred: keeps `import vdlib.config.experiment` light
-    )
-
-    names = model_names()
+    names = model_names()  # config's own data: no engine (nor torch) is imported
     if len(name) > MAX_MODEL_REF:  # no registered name, Hub id or path is that long
         raise ConfigError(f"{key} = {shown(name)} is {len(name):,} characters long; a model is "
                           f"a registered name ({', '.join(names)}), a Hugging Face id "

@@ -14,6 +14,6 @@
   (:func:`~vdlib.engines.setting.open_engine`);
 - :mod:`~vdlib.engines.engine_lifetime`: ``engine.lifetime: run``, one sleep-mode engine per run.
 
-May import: :mod:`vdlib.method`, :mod:`vdlib.utils` (the config's engine section is read by
-attribute, imported for type checking only).
+May import: :mod:`vdlib.method`, :mod:`vdlib.utils`, :mod:`vdlib.config` (the model names
+:mod:`~vdlib.engines.models` registers loaders for; the engine section, read by attribute).
 """

