@@ -36,7 +36,7 @@ import urllib.request
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # the engine section, read by attribute: engines sit below config
+if TYPE_CHECKING:  # the engine section, read by attribute (config sits below the engines)
     from vdlib.config.config_runtime import EngineConfig
 
 __all__ = ["open_engine", "engine_kind", "rollout_mode", "trl_vllm_args", "rollout_llm_kwargs",
