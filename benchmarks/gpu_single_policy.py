@@ -53,7 +53,7 @@ def _summary(summary) -> dict | None:
 
 def export(params: str, output_dir: str) -> dict:
     """The experiment's records from the run folders under ``output_dir`` (pure reading)."""
-    from vdlib.report.experiments import read_evaluation
+    from vdlib.experiments.evaluate import read_evaluation
 
     grid = _grid(params, output_dir)
     cfg = next(iter(grid.values()))
@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
                     training_seed(c.seed)))
         return 0
     if args.step == "eval" and args.base:
-        from vdlib.report.experiments import evaluate_base
+        from vdlib.experiments.evaluate import evaluate_base
 
         cfg = next(iter(grid.values()))
         s = evaluate_base(cfg, cfg.model.proposer)
@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
 
         logger.info("trained: %s", run_single_policy(c))
         return 0
-    from vdlib.report.experiments import evaluate_runs
+    from vdlib.experiments.evaluate import evaluate_runs
 
     if not (layout.policy_model_dir(layout.run_path(c)) / "config.json").is_file():
         logger.info("%s seed %d: not trained yet; nothing to evaluate", args.arm, args.seed)

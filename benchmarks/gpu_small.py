@@ -42,8 +42,8 @@ from pathlib import Path
 from vdlib.config import layout
 from vdlib.config.experiment import load_params
 from vdlib.evaluation import EvalSummary
+from vdlib.experiments.evaluate import evaluate_base, evaluate_runs, read_evaluation
 from vdlib.grid.launch import plan_grid
-from vdlib.report.experiments import evaluate_base, evaluate_runs, read_evaluation
 from vdlib.report.results import (
     PASS1_PREFIX,
     RECORD_FIELDS,

@@ -317,7 +317,7 @@ def grid_partial_other_config(ctx: Ctx):
 _RUN_GRID = """
 import sys
 from vdlib.config.experiment import load_params
-from vdlib.report.experiments import run_grid
+from vdlib.experiments.grids import run_grid
 runs = run_grid(load_params(sys.argv[1]), launcher="local")
 print("RETURNED", runs)
 """

@@ -26,11 +26,13 @@ LAYERS: list[tuple[str, ...]] = [
     ("config",),                # the typed config, model names, the arms' table, every run path
     ("engines",),               # model loading, transformers / vLLM / server engines
     ("metrics", "evaluation"),  # diversity metrics; benchmark evaluation and verification
-    ("loop",),                  # one co-evolution run
-    ("grid",),                  # many runs and their status (the report API launches grids)
-    ("report",),                # the notebooks' grids, tables, figures, report folders
+    ("loop", "report"),         # one co-evolution run; beside it, what reads runs and draws
+    ("grid",),                  # many runs and their status
+    ("experiments",),           # the notebooks' verbs: run a grid, evaluate, transfer
     ("app",),                   # the command line and the notebooks' batch runner
 ]
+# report reads artifacts and draws: on loop's floor, it imports nothing of loop/ or grid/ (nor
+# loop of it); the verbs that run grids, evaluations and transfers sit above both.
 # the only modules at vdlib's top level: no group, nothing imports them
 TOP_LEVEL = {"vdlib", "vdlib.__main__"}
 # what vdlib/method may import besides the standard library
@@ -170,6 +172,23 @@ def test_vdlib_holds_only_folders_of_the_layers_and_its_init_and_main():
 def test_no_folder_imports_a_higher_layer():
     upward = _upward(_graph(runtime_only=True))
     assert not upward, "imports against the layers (LAYERS):\n" + "\n".join(upward)
+
+
+def test_report_imports_nothing_of_the_loop_or_the_grid_and_the_verbs_sit_above_both():
+    """Issue 52: report/ reads artifacts and draws; running a grid, an evaluation or a transfer
+    is vdlib/experiments/, above loop/ and grid/."""
+    graph = {"vdlib.report.experiments": {"vdlib.loop.model_store", "vdlib.grid.launch"},
+             "vdlib.loop.stages": {"vdlib.report.tables"},
+             "vdlib.experiments.grids": {"vdlib.report.experiments", "vdlib.grid.launch",
+                                         "vdlib.loop.coevolution"},
+             "vdlib.grid.launch": {"vdlib.experiments.grids"},
+             "vdlib.loop.model_store": set(), "vdlib.loop.coevolution": set(),
+             "vdlib.report.tables": set()}
+    assert _upward(graph) == [
+        "vdlib.grid.launch (grid) imports vdlib.experiments.grids (experiments)",
+        "vdlib.loop.stages (loop) imports vdlib.report.tables (report)",
+        "vdlib.report.experiments (report) imports vdlib.grid.launch (grid)",
+        "vdlib.report.experiments (report) imports vdlib.loop.model_store (loop)"]
 
 
 def test_the_layer_check_finds_a_planted_upward_import(tmp_path):

@@ -12,6 +12,7 @@ from scipy import stats
 
 from vdlib.config.experiment import load_params
 from vdlib.evaluation import BenchmarkResult, EvalSummary
+from vdlib.experiments import evaluate, grids, transfer
 from vdlib.report import experiments as ex
 from vdlib.utils.artifacts import write_jsonl
 
@@ -102,7 +103,7 @@ def test_reference_runs_and_instruct_config(tmp_path):
     (tmp_path / "main" / "vd85-seed0" / "iter_1").mkdir(parents=True)  # unfinished
     runs = ex.reference_runs(cfg, ["baseline", "vd85"])
     assert list(runs) == [("baseline", 0)] and ex.last_iteration(runs) == 2
-    inst = ex.instruct_config(cfg)
+    inst = grids.instruct_config(cfg)
     assert inst.experiment == "t_instruct" and inst.warm_start.mode == "none"
     assert inst.model.proposer == cfg.model.instruct and inst.model.solver is None
 
@@ -112,7 +113,7 @@ def test_run_grid_validates_every_arm_before_running(tmp_path):
     bad = dataclasses.replace(cfg, proposer=dataclasses.replace(cfg.proposer, kl_beta=-1.0))
     calls = []
     with pytest.raises(Exception, match="proposer.kl_beta"):
-        ex.run_grid(bad, runner=calls.append)
+        grids.run_grid(bad, runner=calls.append)
     assert calls == []
 
 
@@ -122,21 +123,21 @@ def test_run_grid_validates_every_arm_before_running(tmp_path):
 @pytest.mark.slow  # ~34 s on 2 cores: `make test-slow` (make test keeps within its budget)
 def test_grid_evaluation_and_resume(tmp_path):
     cfg = load_params(tiny(tmp_path, arms=["baseline", "vd75"], seeds=[0, 1]))
-    runs = ex.run_grid(cfg)
+    runs = grids.run_grid(cfg)
     assert set(runs) == {("baseline", 0), ("vd75", 0), ("baseline", 1), ("vd75", 1)}
     assert all((p / "iter_1" / "metrics.json").exists() for p in runs.values())
-    evals = ex.evaluate_runs(runs, cfg, "solver")
+    evals = evaluate.evaluate_runs(runs, cfg, "solver")
     folder = runs[("vd75", 1)] / "eval" / "solver_iter1"
     assert (folder / "summary.json").exists()
     assert len(evals[("vd75", 1)].results["gsm_symbolic"].accuracies) == 2
     # complete: read back without loading the model (a missing model would fail otherwise)
     (folder.parent.parent / "iter_1" / "solver_model" / "config.json").unlink()
-    again = ex.evaluate_runs({("vd75", 1): runs[("vd75", 1)]}, cfg, "solver")
+    again = evaluate.evaluate_runs({("vd75", 1): runs[("vd75", 1)]}, cfg, "solver")
     assert again[("vd75", 1)].results["gsm_symbolic"].accuracies == \
         evals[("vd75", 1)].results["gsm_symbolic"].accuracies
     pooled = ex.pool_seeds(evals, cfg)
     assert pooled["vd75"].protocol["pooled_over_seeds"] == [0, 1]
-    base = ex.evaluate_base(cfg)
+    base = evaluate.evaluate_base(cfg)
     assert (tmp_path / "t" / "base_eval" / "tiny-random" / "summary.json").exists()
     assert set(base.results) == {"gsm_symbolic"}
 
@@ -145,7 +146,7 @@ def test_single_policy_run_with_mask(tmp_path):
     from vdlib.loop.policy import run_single_policy
 
     cfg = load_params(tiny(tmp_path, arms=["baseline", "vd95"], experiment="sp"))
-    runs = ex.run_grid(cfg, runner=run_single_policy)
+    runs = grids.run_grid(cfg, runner=run_single_policy)
     vd = json.loads((runs[("vd95", 0)] / "policy_train.json").read_text())
     base = json.loads((runs[("baseline", 0)] / "policy_train.json").read_text())
     assert vd["masked"] and vd["alpha_train"] == 0.95 and vd["mask_log"]
@@ -153,7 +154,7 @@ def test_single_policy_run_with_mask(tmp_path):
     assert (runs[("vd95", 0)] / "policy_model" / "config.json").exists()
     assert not ex.entropy_frame(runs).empty
     mtime = (runs[("vd95", 0)] / "policy_train.json").stat().st_mtime_ns
-    ex.run_grid(cfg, runner=run_single_policy)  # resume: nothing retrained
+    grids.run_grid(cfg, runner=run_single_policy)  # resume: nothing retrained
     assert (runs[("vd95", 0)] / "policy_train.json").stat().st_mtime_ns == mtime
     # the same folder under another starting checkpoint is refused, naming the key
     from vdlib.loop.run_state import RunConfigMismatch
@@ -161,7 +162,7 @@ def test_single_policy_run_with_mask(tmp_path):
     other = load_params(tiny(tmp_path, arms=["baseline", "vd95"], experiment="sp",
                              warm_start={"mode": "sft"}))
     with pytest.raises(RunConfigMismatch, match="warm_start.mode"):
-        ex.run_grid(other, runner=run_single_policy)
+        grids.run_grid(other, runner=run_single_policy)
     assert (runs[("vd95", 0)] / "policy_train.json").stat().st_mtime_ns == mtime
 
 
@@ -184,20 +185,20 @@ def test_transfer_trains_a_fresh_model_on_the_verified_set(tmp_path):
 @pytest.mark.slow  # 13 s on 2 cores (make test's 15 minutes; make test-slow runs it)
 def test_transfer_grid_and_composition_from_a_finished_run(tmp_path):
     cfg = load_params(tiny(tmp_path, arms=["vd75"]))
-    runs = ex.run_grid(cfg)
+    runs = grids.run_grid(cfg)
     run = runs[("vd75", 0)]
     write_jsonl(run / "iter_1" / "questions.jsonl", [
         {"question": "What is 2 + 3?", "answer": "5", "valid": True, "acc": 0.5},
         {"question": "What is 7 - 1?", "answer": "6", "valid": True, "acc": 0.9},
         {"question": None, "answer": None, "valid": False, "acc": None}])
-    out = ex.transfer_grid(runs, dataclasses.replace(cfg, experiment="tr"), iteration=1)
+    out = transfer.transfer_grid(runs, dataclasses.replace(cfg, experiment="tr"), iteration=1)
     r = out[("vd75", 0)]
     assert r["valid"] == 2 and 0 <= r["verified"] <= 2 and Path(r["model"]).exists()
     comp = ex.composition_frame(runs, cfg, iteration=1)
     row = comp.iloc[0]
     assert (row.generated, row.filter_pass) == (3, 1)
     assert row.pass_rate == pytest.approx(1 / 3) and row.vendi_wp is None
-    corr = ex.correctness_frame(runs, cfg)
+    corr = evaluate.correctness_frame(runs, cfg)
     assert list(corr.columns) == ["arm", "seed", "iteration", "correct"] and len(corr) == 1
 
 

@@ -156,8 +156,8 @@ def test_slurm_and_the_notebooks_launcher_path_refuse_it_too(tmp_path, monkeypat
     """Item 1, the other two launch paths: `slurm_launch` submits nothing for a refused run
     (status `refused`), and `run_grid(..., launcher="local")` (the notebooks') raises
     RunConfigMismatch naming the folder and the key rather than returning the old run."""
+    from vdlib.experiments.grids import run_grid
     from vdlib.grid.launch import slurm_launch
-    from vdlib.report.experiments import run_grid
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     _finish_grid(_params(tmp_path))

@@ -214,7 +214,7 @@ def test_vdlib_grid_refuses_a_machine_without_the_gpus_in_one_line(tmp_path, cap
 def test_the_notebooks_run_grid_launches_runs_of_several_gpus_as_vdlib_grid_does(
         tmp_path, monkeypatch):
     import vdlib.grid.launch
-    from vdlib.report.experiments import run_grid
+    from vdlib.experiments.grids import run_grid
 
     calls = []
 

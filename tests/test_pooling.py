@@ -20,7 +20,9 @@ import pytest
 
 from vdlib.config.experiment import load_params
 from vdlib.evaluation import BenchmarkResult, EvalSummary
-from vdlib.report import eval_grid
+from vdlib.experiments import eval_grid
+from vdlib.experiments import evaluate as real_evaluate
+from vdlib.experiments import grids as real_grids
 from vdlib.report import experiments as real_ex
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,15 +51,19 @@ def _cell(notebook: str, marker: str) -> str:
 
 
 class _Ex(SimpleNamespace):
-    """vdlib.report.experiments with the evaluation functions stubbed; records each evaluation's
-    number of runs."""
+    """The notebooks' ``ex``, ``evaluate`` and ``grids`` (vdlib.report.experiments,
+    vdlib.experiments.evaluate, vdlib.experiments.grids) with the evaluation functions stubbed;
+    records each evaluation's number of runs."""
 
     def __init__(self, runs):
         super().__init__(seen=[])
         self.runs = runs
 
     def __getattr__(self, name):
-        return getattr(real_ex, name)
+        for module in (real_ex, real_evaluate, real_grids):
+            if hasattr(module, name):
+                return getattr(module, name)
+        raise AttributeError(name)
 
     def evaluate_runs(self, runs, cfg, role="solver", iteration=None):
         self.seen.append(("runs", cfg.evaluation.runs))
@@ -88,8 +94,9 @@ def _execute(notebook: str, marker: str, cfg, **names) -> tuple[dict, list]:
     runs = {k: Path("/nowhere") / f"{k[0]}-seed{k[1]}" for k in RUNS}
     ex = _Ex(runs)
     tables = mock.MagicMock()
-    ns = {"ex": ex, "eval_grid": eval_grid, "tables": tables, "report": mock.MagicMock(),
-          "cfg": cfg, "runs": runs, "Path": Path, "benchmarks_table": mock.MagicMock(), **names}
+    ns = {"ex": ex, "evaluate": ex, "grids": ex, "eval_grid": eval_grid, "tables": tables,
+          "report": mock.MagicMock(), "cfg": cfg, "runs": runs, "Path": Path,
+          "benchmarks_table": mock.MagicMock(), **names}
     exec(compile(_cell(notebook, marker), notebook, "exec"), ns)  # noqa: S102
     rows = {}
     for call in tables.mock_calls:

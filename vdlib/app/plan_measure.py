@@ -168,9 +168,9 @@ def measure(params: str, *, card: str, out: str, work: str = "/tmp/vdlib_plan_me
     import vllm
 
     from vdlib.config import layout
+    from vdlib.experiments.evaluate import evaluate_checkpoint
     from vdlib.loop import coevolution
     from vdlib.loop.progress import RunPaused
-    from vdlib.report.experiments import evaluate_checkpoint
     from vdlib.utils.artifacts import atomic_write_text
 
     work_dir = Path(work)

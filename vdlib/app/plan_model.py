@@ -144,8 +144,8 @@ def benchmark_items(ev: Any) -> tuple[int, tuple[str, ...]]:
 def work_from_config(cfg: Any) -> Work:
     """The iteration's work from an ExperimentConfig (no model, no files). Evaluation follows
     the notebooks: each run's final solver once per seed when seeds pool as ``first_run``
-    (``vdlib.report.eval_grid.seed_eval_config``), else ``evaluation.runs`` times; the starting
-    checkpoint ``evaluation.runs`` times; out-of-domain benchmarks are not counted."""
+    (``vdlib.experiments.eval_grid.seed_eval_config``), else ``evaluation.runs`` times; the
+    starting checkpoint ``evaluation.runs`` times; out-of-domain benchmarks are not counted."""
     p, s, ev = cfg.proposer, cfg.solver, cfg.evaluation
     items, unplanned = benchmark_items(ev)
     seeds = max(len(cfg.seeds), 1)

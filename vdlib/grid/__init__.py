@@ -9,5 +9,6 @@
   run's process: the CLI and a SLURM task).
 
 May import: every group below it (method, utils, engines, config, metrics, evaluation, loop). It
-sits below :mod:`vdlib.report` because the notebooks' report API launches grids.
+sits below :mod:`vdlib.experiments`, whose :func:`~vdlib.experiments.grids.run_grid` launches
+grids for the notebooks.
 """

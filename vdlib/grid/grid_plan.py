@@ -1,7 +1,7 @@
 """A grid's plan: its runs, and where each stands before anything is launched.
 
 :func:`grid_configs` gives every arm of ``cfg.arms`` for every seed its config (the same configs
-as :func:`vdlib.report.experiments.run_grid`); :func:`plan_grid` gives each its run folder and
+as :func:`vdlib.experiments.grids.run_grid`); :func:`plan_grid` gives each its run folder and
 state (:func:`run_state_and_note`):
 
 - ``refused``: the folder holds a run of another config (finished or not), which ``vdlib run``

@@ -14,7 +14,7 @@ saved and sampled from, under one process or several.
   (vdlib.engines).
 
 The loop (vdlib.loop.coevolution), curriculum transfer and single-policy GRPO (vdlib.loop.policy)
-and the notebooks' grids (vdlib.report.experiments) all reach weights through this class.
+and the notebooks' grids (vdlib.experiments) all reach weights through this class.
 """
 
 from __future__ import annotations

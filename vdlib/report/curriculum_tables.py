@@ -7,10 +7,11 @@ what the final curricula hold (:func:`wellposed_table`). Import them from
 Inputs are tidy frames (aggregation only; nothing here computes a metric): loop metrics
 ``arm, seed, iteration, metric, value`` (:func:`vdlib.metrics.run_metrics.summary_metrics`),
 correctness ``arm, seed, iteration, correct | correctness``
-(:func:`vdlib.report.frames.load_correctness`, :func:`vdlib.report.experiments.correctness_frame`)
-and the curricula's composition and diversity (:mod:`vdlib.report.curriculum_sets`, or one row per
-question). Per-run frames may carry a ``group`` (the model scale,
-:func:`vdlib.report.curriculum_sets.run_scale`): each group gets its own rows
+(:func:`vdlib.report.frames.load_correctness`,
+:func:`vdlib.experiments.evaluate.correctness_frame`) and the curricula's composition and
+diversity (:mod:`vdlib.report.curriculum_sets`, or one row per question). Per-run frames may
+carry a ``group`` (the model scale, :func:`vdlib.report.curriculum_sets.run_scale`): each group
+gets its own rows
 (``ours <group>: <arm>``), compared with its own baseline. Every statistic is the mean over seeds
 with its standard error; each builder returns a :class:`vdlib.report.table_format.Table` (``fmt=``
 picks one form), ours first, then the paper's rows.
@@ -233,7 +234,8 @@ def correctness_table(correctness: pd.DataFrame, fmt: str | None = None, *,
     """tab:correctness: proposer answer correctness (%) per iteration, mean +- SE over seeds.
     ``correctness``: ``arm, seed, iteration`` and either ``correctness`` (a fraction per run
     and iteration, :func:`load_correctness`) or ``correct`` (one boolean per question, or the
-    fraction per run and iteration as :func:`vdlib.report.experiments.correctness_frame` gives)."""
+    fraction per run and iteration as :func:`vdlib.experiments.evaluate.correctness_frame`
+    gives)."""
     require_columns(correctness, ["arm", "seed", "iteration"], "correctness")
     if "correctness" in correctness.columns:
         per_run = correctness

@@ -1,17 +1,15 @@
-"""A notebook's experiment grid: arms x seeds of runs, their evaluations, tidy tables.
+"""A notebook's experiment read back: its runs' folders, their evaluations pooled, tidy tables.
 
-The notebooks are thin drivers over these functions:
+What the verbs of :mod:`vdlib.experiments` wrote (runs, evaluations), read and shaped for the
+tables and figures; nothing here trains or evaluates a model:
 
-- :func:`run_grid` runs (or resumes) every arm of ``cfg.arms`` for every seed of ``seeds``
-  (default ``cfg.seeds``), each in ``<output_dir>/<experiment>/<arm>-seed<seed>/``; a finished
-  run is read back, so notebooks that share an experiment folder share runs;
-- :func:`evaluate_checkpoint` evaluates one model folder under ``cfg.evaluation`` into
-  ``<folder>/summary.json`` (resumable, read back without loading the model when complete);
-  :func:`evaluate_runs` does it for a role (solver or proposer) of every run at an iteration,
-  :func:`evaluate_base` for the untrained starting checkpoint (the tables' "Base" row);
+- :func:`last_iteration`, :func:`reference_runs`, :func:`reference_runs_by_experiment`,
+  :func:`transfer_runs`: the finished runs of an experiment folder;
 - :func:`pool_seeds` turns per-run summaries into one summary per arm under
   ``evaluation.per_seed`` and ``evaluation.se_ddof`` (the one pooling rule of every notebook);
-- :func:`accuracy_frame` and :func:`entropy_frame` give tidy tables for :mod:`vdlib.report.plots`.
+- :func:`accuracy_frame`, :func:`entropy_frame` and :func:`curriculum_frames` give tidy tables
+  for :mod:`vdlib.report.plots` and :mod:`vdlib.report.tables`;
+- :func:`compare_arms`: two arms over seeds, per quantity, with the seed tests.
 """
 
 from __future__ import annotations
@@ -20,40 +18,25 @@ import dataclasses
 import json
 import logging
 import statistics
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from vdlib.config import layout
-from vdlib.config.experiment import ExperimentConfig, load_params
-from vdlib.evaluation import EvalSummary, pool_runs, protocol_kwargs
+from vdlib.config.experiment import ExperimentConfig
+from vdlib.evaluation import EvalSummary, pool_runs
 from vdlib.evaluation.stats import seed_value
 from vdlib.report.curriculum_sets import composition_frame, diversity_frame
 from vdlib.utils.stats import compare_seeds, mean_and_se
 
-__all__ = ["RunKey", "seed_configs", "run_grid", "experiment_dir", "report_dir",
-           "evaluate_checkpoint", "evaluate_runs", "evaluate_base", "read_evaluation",
-           "last_iteration",
-           "reference_runs", "instruct_config", "pool_seeds", "accuracy_frame",
-           "entropy_frame", "correctness_frame", "composition_frame", "diversity_frame",
-           "reference_runs_by_experiment", "transfer_runs", "curriculum_frames",
-           "transfer_grid",
-           "COMPARED", "compare_arms"]
+__all__ = ["RunKey", "experiment_dir", "report_dir", "last_iteration", "reference_runs",
+           "pool_seeds", "accuracy_frame", "entropy_frame", "composition_frame",
+           "diversity_frame", "reference_runs_by_experiment", "transfer_runs",
+           "curriculum_frames", "COMPARED", "compare_arms"]
 
 logger = logging.getLogger(__name__)
 
 RunKey = tuple[str, int]  # (arm, seed)
-
-
-def _cfg(config: ExperimentConfig | Mapping[str, Any] | str) -> ExperimentConfig:
-    return config if isinstance(config, ExperimentConfig) else load_params(config)  # type: ignore[arg-type]
-
-
-def seed_configs(cfg: ExperimentConfig, seeds: Iterable[int] | None = None
-                 ) -> list[ExperimentConfig]:
-    """``cfg`` once per seed (``seeds`` or ``cfg.seeds``), ``seed`` set."""
-    return [dataclasses.replace(cfg, seed=int(s)) for s in (cfg.seeds if seeds is None
-                                                            else seeds)]
 
 
 def experiment_dir(cfg: ExperimentConfig) -> Path:
@@ -69,144 +52,11 @@ def report_dir(cfg: ExperimentConfig, notebook: str) -> Path:
     return path
 
 
-def run_grid(config: ExperimentConfig | Mapping[str, Any] | str,
-             seeds: Iterable[int] | None = None,
-             runner: Callable[[ExperimentConfig], Any] | None = None,
-             on_stage: Callable[[int, str], None] | None = None,
-             launcher: str | None = None) -> dict[RunKey, Path]:
-    """Run (or resume) every arm x seed; ``{(arm, seed): run folder}``. Every config is built
-    and validated before the first run starts. ``runner(cfg)`` runs one arm's config (default:
-    the co-evolution loop, in this process); it may return a folder or a :class:`RunResult`.
-    ``launcher`` (``local`` or ``slurm``) spreads the runs instead, as ``vdlib grid`` does
-    (:mod:`vdlib.grid.launch`: one run per GPU group, or a SLURM job array); a failed run is then an
-    error naming it, after the others have finished, and a run whose folder holds another
-    config (which ``vdlib run``, and this function without a launcher, refuse) is a
-    :class:`vdlib.loop.run_state.RunConfigMismatch` naming it and the keys that differ: its old
-    results are never returned as this config's. Co-evolution runs of several GPUs each
-    (``launcher.gpus_per_run`` > 1, the paper profile's 2) go through ``launcher.kind``'s
-    launcher even when ``launcher`` is not given (``accelerate launch`` per run, as ``vdlib
-    grid``), unless this process is already one of several."""
-    from vdlib.grid.launch import format_results, grid_configs, launch_grid
-    from vdlib.loop.coevolution import run
-    from vdlib.loop.run_state import RunConfigMismatch
-
-    cfg = _cfg(config)
-    grid = grid_configs(cfg, seeds)
-    if launcher is None and runner is None and _several_gpus_a_run(cfg):
-        launcher = cfg.launcher.kind  # one process cannot train on several GPUs: vdlib grid's way
-    if launcher is not None:
-        runs = launch_grid(cfg, seeds, kind=launcher)
-        refused = [f"{r.run_dir} ({r.error})" for r in runs if r.status == "refused"]
-        failed = [r.name for r in runs if r.status == "failed"]
-        if refused:
-            raise RunConfigMismatch(
-                "grid runs refused, their folders hold another config (the keys that differ: "
-                f"folder -> now): {'; '.join(refused)}\n{format_results(runs)}")
-        if failed:
-            raise RuntimeError(f"grid runs failed: {', '.join(failed)}\n{format_results(runs)}")
-        return {(r.arm, r.seed): r.run_dir for r in runs}
-    out: dict[RunKey, Path] = {}
-    for (arm, seed), c in grid.items():
-        logger.info("run %s seed %d", arm, seed)
-        result = runner(c) if runner is not None else run(c, on_stage)
-        out[(arm, seed)] = Path(getattr(result, "run_dir", result))
-    return out
-
-
-def _several_gpus_a_run(cfg: ExperimentConfig) -> bool:
-    """Does a run of ``cfg`` take several GPUs, started from this single process?"""
-    from vdlib.loop.distributed import world_size
-
-    return (cfg.launcher.gpus_per_run > 1 and not str(cfg.model.device).startswith("cpu")
-            and world_size() == 1)
-
-
-# ----------------------------------------------------------------------------- evaluation
-
-
-def _protocol_kwargs(cfg: ExperimentConfig) -> dict[str, Any]:
-    return protocol_kwargs(cfg.evaluation)
-
-
-def read_evaluation(out_dir: str | Path, cfg: ExperimentConfig) -> EvalSummary | None:
-    """The finished evaluation in ``out_dir`` (its ``summary.json``) restricted to
-    ``cfg.evaluation.benchmarks``, or None unless every benchmark has all
-    ``cfg.evaluation.runs`` runs."""
-    path = Path(out_dir) / "summary.json"
-    if not path.is_file():
-        return None
-    summary = EvalSummary.from_dict(json.loads(path.read_text(encoding="utf-8")))
-    want = set(cfg.evaluation.benchmarks)
-    runs = {len(r.accuracies) for r in summary.results.values()}
-    if want <= set(summary.results) and runs == {cfg.evaluation.runs}:
-        return EvalSummary({b: summary.results[b] for b in cfg.evaluation.benchmarks},
-                           summary.protocol)
-    return None
-
-
-def evaluate_checkpoint(model_dir: str | Path, cfg: ExperimentConfig, out_dir: str | Path,
-                        seed: int = 0) -> EvalSummary:
-    """pass@1 of the model in ``model_dir`` under ``cfg.evaluation`` (records and
-    ``summary.json`` in ``out_dir``; a complete folder is read back without loading the
-    model)."""
-    from vdlib.engines.models import resolve_device
-    from vdlib.engines.setting import open_engine
-    from vdlib.evaluation import ROUND_TOKENS, evaluate
-
-    out_dir = Path(out_dir)
-    done = read_evaluation(out_dir, cfg)
-    if done is not None:
-        logger.info("evaluation %s: complete, read back", out_dir)
-        return done
-    device = str(resolve_device(cfg.model.device))
-    dtype = cfg.model.dtype if device != "cpu" else "float32"
-    ev = cfg.evaluation
-    with open_engine(cfg.engine, str(model_dir), device=device, dtype=dtype,
-                     cache_dir=cfg.model.cache_dir, max_new_tokens=ev.max_context,
-                     max_prompt_tokens=0, batch_size=ev.batch_size, round_tokens=ROUND_TOKENS,
-                     show_progress=False, seed=seed) as engine:
-        summary = evaluate(engine, engine.tokenizer, ev.benchmarks, seed=seed, out_dir=out_dir,
-                           **_protocol_kwargs(cfg))
-    return summary
-
-
 def _last_iteration(run_dir: Path) -> int:
     finished = layout.iteration_dirs(run_dir, layout.METRICS_FILE)
     if not finished:
         raise FileNotFoundError(f"{run_dir} has no finished iteration")
     return finished[-1][0]
-
-
-def evaluate_runs(runs: Mapping[RunKey, Path], cfg: ExperimentConfig, role: str = "solver",
-                  iteration: int | None = None) -> dict[RunKey, EvalSummary]:
-    """Evaluate ``iter_<iteration>/<role>_model`` (default: each run's last iteration) of every
-    run; records under ``<run>/eval/<role>_iter<t>/``. ``role``: solver, proposer or policy
-    (single-policy runs: ``<run>/policy_model``)."""
-    if role not in ("solver", "proposer", "policy"):
-        raise ValueError(f"role = {role!r}; allowed: solver, proposer, policy")
-    out: dict[RunKey, EvalSummary] = {}
-    for key, run_dir in runs.items():
-        run_dir = Path(run_dir)
-        if role == "policy":
-            model_dir = layout.policy_model_dir(run_dir)
-            out_dir = layout.evaluation_dir(run_dir, role)
-        else:
-            t = iteration if iteration is not None else _last_iteration(run_dir)
-            model_dir = layout.role_model_dir(run_dir, t, role)
-            out_dir = layout.evaluation_dir(run_dir, role, t)
-        out[key] = evaluate_checkpoint(model_dir, cfg, out_dir)
-    return out
-
-
-def evaluate_base(cfg: ExperimentConfig, model: str | None = None) -> EvalSummary:
-    """The starting checkpoint of ``model`` (default ``cfg.solver_model``; format-warm-started
-    when ``warm_start.mode`` is sft), under ``<output_dir>/<experiment>/base_eval/<name>/``."""
-    from vdlib.loop.model_store import ModelStore
-
-    name = model or cfg.solver_model
-    path = ModelStore(cfg).base(name, "base")
-    return evaluate_checkpoint(path, cfg,
-                               layout.base_evaluation_dir(cfg.output_dir, cfg.experiment, name))
 
 
 def pool_seeds(summaries: Mapping[Any, EvalSummary], cfg: ExperimentConfig
@@ -216,8 +66,8 @@ def pool_seeds(summaries: Mapping[Any, EvalSummary], cfg: ExperimentConfig
     ``se_ddof`` (:mod:`vdlib.utils.stats`). With several seeds each contributes one accuracy per
     benchmark (``first_run``: its first evaluation run, the paper's; ``mean``: the mean of its
     runs), so the standard error is across training seeds; with one seed, or a plain key (the
-    starting checkpoint's row), the evaluation runs are kept. :func:`vdlib.report.eval_grid.pool` is
-    this function."""
+    starting checkpoint's row), the evaluation runs are kept.
+    :func:`vdlib.experiments.eval_grid.pool` is this function."""
     ev = cfg.evaluation
     return pool_runs(summaries, ev.per_seed, ev.se_ddof)
 
@@ -254,7 +104,7 @@ def entropy_frame(runs: Mapping[RunKey, Path], filename: str = layout.POLICY_TRA
     return pd.DataFrame(rows, columns=["arm", "seed", "step", "entropy"])
 
 
-# ----------------------------------------------------------------------------- derived configs
+# ----------------------------------------------------------------------------- finished runs
 
 
 def last_iteration(runs: Mapping[RunKey, Path]) -> int:
@@ -322,68 +172,6 @@ def curriculum_frames(runs_by_experiment: Mapping[str, Mapping[RunKey, Path]],
         div.append(diversity_frame(picked, cfg, iteration=t))
     return (pd.concat(comp, ignore_index=True) if comp else pd.DataFrame(),
             pd.concat(div, ignore_index=True) if div else pd.DataFrame())
-
-
-def instruct_config(cfg: ExperimentConfig, arms: Iterable[str] = ("baseline", "vd75")
-                    ) -> ExperimentConfig:
-    """The instruction-tuned-model runs of notebook 06: ``model.instruct`` as proposer and
-    solver, no format warm-start, experiment ``<experiment>_instruct``."""
-    return dataclasses.replace(
-        cfg, experiment=f"{cfg.experiment}_instruct", arms=list(arms),
-        model=dataclasses.replace(cfg.model, proposer=cfg.model.instruct, solver=None),
-        warm_start=dataclasses.replace(cfg.warm_start, mode="none"))
-
-
-# ----------------------------------------------------------------------------- verification
-
-
-def correctness_frame(runs: Mapping[RunKey, Path], cfg: ExperimentConfig):
-    """Tidy ``arm, seed, iteration, correct`` (fraction of valid questions whose proposer answer
-    the ``verification.correctness_model`` confirms; paper ``tab:correctness``)."""
-    import pandas as pd
-
-    from vdlib.evaluation.verification import make_verifier, proposer_correctness
-
-    verifier = make_verifier(cfg.verification, "correctness", device=cfg.model.device,
-                             engine=cfg.engine)
-    rows = []
-    for (arm, seed), run_dir in runs.items():
-        for t, frac in proposer_correctness(run_dir, verifier).items():
-            rows.append({"arm": arm, "seed": seed, "iteration": int(t), "correct": frac})
-    verifier.close()
-    return pd.DataFrame(rows, columns=["arm", "seed", "iteration", "correct"])
-
-
-def transfer_grid(runs: Mapping[RunKey, Path], cfg: ExperimentConfig, iteration: int
-                  ) -> dict[RunKey, dict[str, Any]]:
-    """Verify each run's iteration-``iteration`` curriculum (``verification.transfer_source``:
-    the band-filtered questions, as the paper, or every valid one) with
-    ``verification.transfer_model`` (:func:`vdlib.evaluation.verification.build_transfer_dataset`)
-    and GRPO-train a fresh
-    ``model.transfer`` on the kept ones (:func:`vdlib.loop.policy.train_transfer`), under
-    ``<output_dir>/<experiment>/<arm>-seed<seed>/``. Returns per run the counts and the
-    trained model folder (``model``): ``valid`` questions, verified ``candidates``, kept
-    (``verified``) and ``kept_fraction`` of the candidates."""
-    from vdlib.evaluation.verification import build_transfer_dataset, make_verifier
-    from vdlib.loop.policy import train_transfer
-
-    verifier = make_verifier(cfg.verification, "transfer", device=cfg.model.device,
-                             engine=cfg.engine)
-    out: dict[RunKey, dict[str, Any]] = {}
-    for (arm, seed), run_dir in runs.items():
-        target = layout.arm_run_path(cfg.output_dir, cfg.experiment, arm, seed)
-        data = build_transfer_dataset(run_dir, iteration, verifier,
-                                      out_path=layout.verified_curriculum_path(target),
-                                      source=cfg.verification.transfer_source,
-                                      band=(cfg.scoring.tau_min, cfg.scoring.tau_max))
-        verifier.close()  # a local engine frees the GPU before the transfer model trains
-        summary = json.loads(layout.dataset_summary_path(data).read_text())
-        c = dataclasses.replace(cfg, seed=seed, run_id=layout.arm_run_id(arm, seed))
-        model = train_transfer(c, data, layout.transfer_training_dir(target))
-        out[(arm, seed)] = {"verified": summary["n_kept"], "valid": summary["n_valid"],
-                            "candidates": summary["n_candidates"],
-                            "kept_fraction": summary["kept_fraction"], "model": str(model)}
-    return out
 
 
 # ----------------------------------------------------------------------------- seed comparison

@@ -4,7 +4,7 @@
 Every experiment notebook drives one :class:`Report`::
 
     report = open_report("01_main_table", locals())   # right after the parameters cell
-    runs = report.run_grid()                           # every arm x seed, resumed
+    runs = report.add_runs(grids.run_grid(report.cfg)) # every arm x seed, resumed, recorded
     report.runs_overview(["valid_questions", "vendi"]) # loop metrics per arm and iteration
     report.add_table("main_table", tables.main_table(rows))
     report.add_figure("diversity_dynamics", plots.diversity_dynamics(report.loop_metrics()))
@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -166,20 +166,13 @@ class Report:
 
     # -- runs
 
-    def add_runs(self, runs: Mapping[RunKey, str | os.PathLike], prefix: str = "") -> None:
-        """Record run folders (``{(arm, seed): folder}``) in the summary, arms named
-        ``<prefix><arm>``."""
+    def add_runs(self, runs: Mapping[RunKey, str | os.PathLike], prefix: str = ""
+                 ) -> dict[RunKey, Path]:
+        """Record run folders (``{(arm, seed): folder}``, e.g. what
+        :func:`vdlib.experiments.grids.run_grid` returns) in the summary, arms named
+        ``<prefix><arm>``; returns ``runs`` (folders as paths)."""
         self.runs.update({(f"{prefix}{arm}", seed): Path(p) for (arm, seed), p in runs.items()})
-
-    def run_grid(self, runner: Callable[[ExperimentConfig], Any] | None = None,
-                 **kwargs: Any) -> dict[RunKey, Path]:
-        """:func:`vdlib.report.experiments.run_grid` of the report's config (every arm x seed, run
-        or resumed), recorded with :meth:`add_runs`; ``{(arm, seed): folder}``."""
-        from vdlib.report.experiments import run_grid
-
-        runs = run_grid(self.cfg, runner=runner, **kwargs)
-        self.add_runs(runs)
-        return runs
+        return {key: Path(p) for key, p in runs.items()}
 
     def loop_metrics(self) -> pd.DataFrame:
         """:func:`vdlib.metrics.run_metrics.summary_metrics` of the recorded runs: ``arm, seed,

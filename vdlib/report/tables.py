@@ -257,8 +257,8 @@ def ood_table(summaries: Mapping[str, EvalSummary], fmt: str | None = None, *,
     """tab:ood in the paper's layout: one row per out-of-domain benchmark (label = its display
     name: BBH, MedQA-USMLE, SuperGPQA, WinoGrande), columns ``Base``, ``Baseline``, ``VD``,
     ``Δ`` (VD minus Baseline; its SE the root sum of squares) from ``summaries`` (keys
-    ``base`` / ``baseline`` / ``vd75``, as :func:`vdlib.report.eval_grid.evaluate_ood` returns, or
-    their display labels), then the paper's ``paper Base`` ... ``paper Δ`` beside them.
+    ``base`` / ``baseline`` / ``vd75``, as :func:`vdlib.experiments.eval_grid.evaluate_ood`
+    returns, or their display labels), then the paper's ``paper Base`` ... ``paper Δ`` beside them.
     Benchmarks default to the paper's four, then any other the summaries hold."""
     from vdlib.evaluation import display_name
 

@@ -1,8 +1,9 @@
 """The paper's evaluation protocol over an experiment grid: which runs each table evaluates,
 how seeds pool into one row, the out-of-domain table's evaluations and the judged scores.
 
-Thin drivers over :mod:`vdlib.report.experiments` (evaluation of checkpoints, resumable) and
-:mod:`vdlib.evaluation` (the protocol), for notebooks 01, 03 and 04:
+Thin drivers over :mod:`vdlib.experiments.evaluate` (evaluation of checkpoints, resumable),
+:mod:`vdlib.report.experiments` (the finished runs, pooling) and :mod:`vdlib.evaluation` (the
+protocol), for notebooks 01, 03 and 04:
 
 - :func:`pool` turns per-run summaries (``(arm, seed)`` keys, or a plain key for one model)
   into one row per arm under ``evaluation.per_seed`` and ``evaluation.se_ddof`` (the paper:
@@ -29,6 +30,7 @@ from vdlib.config import layout
 from vdlib.config.experiment import ExperimentConfig
 from vdlib.evaluation import EvalSummary
 from vdlib.evaluation.judged import judge_evaluation
+from vdlib.experiments import evaluate
 from vdlib.report import experiments as ex
 
 __all__ = ["pool", "eval_config", "seed_eval_config", "single_eval_config", "evaluate_ood",
@@ -91,7 +93,7 @@ def evaluate_ood(runs: Mapping[ex.RunKey, Path], cfg: ExperimentConfig,
         return {}
     ocfg = ood_config(cfg)
     name = cfg.solver_model
-    base = ex.evaluate_checkpoint(
+    base = evaluate.evaluate_checkpoint(
         _base_path(cfg, name), ocfg,
         layout.base_evaluation_dir(cfg.output_dir, cfg.experiment, f"{name}@{OOD_SUFFIX}"))
     tcfg = seed_eval_config(ocfg)
@@ -100,7 +102,7 @@ def evaluate_ood(runs: Mapping[ex.RunKey, Path], cfg: ExperimentConfig,
         if key[0] not in tuple(arms):
             continue
         t = ex.last_iteration({key: run_dir})
-        trained[key] = ex.evaluate_checkpoint(
+        trained[key] = evaluate.evaluate_checkpoint(
             layout.role_model_dir(run_dir, t, "solver"), tcfg,
             layout.evaluation_dir(run_dir, f"solver_{OOD_SUFFIX}", t))
     return pool({"base": base, **trained}, cfg)
@@ -108,9 +110,9 @@ def evaluate_ood(runs: Mapping[ex.RunKey, Path], cfg: ExperimentConfig,
 
 def judged(runs: Mapping[ex.RunKey, Path], cfg: ExperimentConfig, role: str = "solver",
            base_model: str | None = None) -> dict[Hashable, EvalSummary]:
-    """The judge's pass@1 of the completions :func:`vdlib.report.experiments.evaluate_runs` (and
-    :func:`vdlib.report.experiments.evaluate_base` for ``base_model``) wrote, pooled like
-    :func:`pool`; the judge is ``verification.correctness_model``; ``{}`` unless
+    """The judge's pass@1 of the completions :func:`vdlib.experiments.evaluate.evaluate_runs`
+    (and :func:`vdlib.experiments.evaluate.evaluate_base` for ``base_model``) wrote, pooled
+    like :func:`pool`; the judge is ``verification.correctness_model``; ``{}`` unless
     ``evaluation.judge``. Call it after those evaluations."""
     if not cfg.evaluation.judge:
         return {}
