@@ -8,14 +8,13 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 from test_coevolution import tiny_params
+from test_strict_inputs import run_inside_first_stage
 
 from vdlib.app.cli import INTERRUPTED_EXIT, disk_full_failure, main
 from vdlib.config.env_settings import ENV_SETTINGS, check_environment, env_number
@@ -210,18 +209,7 @@ def test_ctrl_c_inside_a_stage_is_one_line_and_the_exit_status_of_sigint(tmp_pat
 
 @pytest.mark.slow  # a real run interrupted inside its first stage (~30 s on 2 cores)
 def test_sigint_inside_a_stage_of_a_real_run(tmp_path):
-    params = tiny_params(tmp_path, proposer={"max_response_length": 12, "max_steps": 50})
-    path = tmp_path / "p.yaml"
-    path.write_text(yaml.safe_dump(params))
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "vdlib", "run", str(path)], env=env,
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)
-    work = tmp_path / "t" / "seed0" / "iter_1" / ".trl_proposer"
-    deadline = time.monotonic() + 300
-    while not work.exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert proc.poll() is None, proc.stderr.read()[-2000:]
+    proc = run_inside_first_stage(tmp_path)
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=120) == INTERRUPTED_EXIT
     err = proc.stderr.read()

@@ -92,10 +92,12 @@ def test_verbose_after_the_subcommand_and_one_line_errors(tmp_path, capsys):
             main(["run", str(path), "-v"])
 
 
-@pytest.mark.slow  # 29 s on 2 cores; a grid's SIGTERM: tests/test_launch.py in make test
-def test_sigterm_stops_a_run_without_leaving_working_folders(tmp_path):
+def run_inside_first_stage(tmp_path: Path) -> subprocess.Popen:
+    """A real tiny ``vdlib run`` (a long proposer phase) in a subprocess, returned once its
+    first stage has made its working folder (``iter_1/.trl_proposer``), still running."""
     params = tiny_params(tmp_path, proposer={"max_response_length": 12, "max_steps": 50})
-    path = _file(tmp_path, yaml.safe_dump(params))
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(params))
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "vdlib", "run", str(path)], env=env,
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -105,6 +107,12 @@ def test_sigterm_stops_a_run_without_leaving_working_folders(tmp_path):
     while not work.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert proc.poll() is None, proc.stderr.read()[-2000:]
+    return proc
+
+
+@pytest.mark.slow  # 29 s on 2 cores; a grid's SIGTERM: tests/test_launch.py in make test
+def test_sigterm_stops_a_run_without_leaving_working_folders(tmp_path):
+    proc = run_inside_first_stage(tmp_path)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=120) == 128 + signal.SIGTERM
     left = [p.name for p in (tmp_path / "t" / "seed0" / "iter_1").glob(".*")]
