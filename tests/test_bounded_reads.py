@@ -115,16 +115,21 @@ def test_a_file_swapped_for_a_fifo_after_its_lstat_never_blocks(tmp_path, monkey
     assert "m.json was replaced while it was opened (now a FIFO)" in result.stdout
 
 
+def _fifo_or_dev_zero(path: Path, kind: str) -> None:
+    """``path`` made a FIFO (a read that blocks) or a link to /dev/zero (one that never ends)."""
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+
+
 # ----------------------------------------------------------------------------- manifest.json
 
 
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
 def test_a_fifo_or_dev_zero_manifest_is_one_clear_error_not_a_hang(tmp_path, kind):
     manifest = tmp_path / "manifest.json"
-    if kind == "fifo":
-        os.mkfifo(manifest)
-    else:
-        manifest.symlink_to("/dev/zero")
+    _fifo_or_dev_zero(manifest, kind)
     result = _child("""
         import sys
         from vdlib.loop.run_state import read_manifest
@@ -315,10 +320,7 @@ def test_a_fifo_timing_json_does_not_hang_the_run(tmp_path):
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
 def test_a_fifo_or_dev_zero_results_file_is_one_line(tmp_path, kind):
     path = tmp_path / "results.json"
-    if kind == "fifo":
-        os.mkfifo(path)
-    else:
-        path.symlink_to("/dev/zero")
+    _fifo_or_dev_zero(path, kind)
     result = _child("""
         import sys
         from vdlib.report.results import ResultsFileError, read_json_file
