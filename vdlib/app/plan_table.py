@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vdlib.utils import safe_read
+
 __all__ = ["DEFAULT_TABLE", "CARDS", "PlanError", "MissingFigures", "Shape", "load_table",
            "validate_table", "STAGE_FIGURES",
            "resolve_shape", "card_memory_gib", "select_figures", "measure_command"]
@@ -186,9 +188,13 @@ def load_table(path: str | os.PathLike | None = None) -> dict[str, Any]:
         if info.st_size > MAX_TABLE_BYTES:
             raise PlanError(f"{path}: {info.st_size:,} bytes; a cost table is at most "
                             f"{MAX_TABLE_BYTES:,}")
-        table = json.loads(path.read_bytes().decode("utf-8"), parse_constant=_no_constant)
+        # vdlib's bounded reader: a FIFO swapped in after the check cannot block the read
+        table = json.loads(safe_read.read_text(path, MAX_TABLE_BYTES, follow_links=True),
+                           parse_constant=_no_constant)
     except PlanError:
         raise
+    except safe_read.UnsafeFileError as e:  # replaced or grown after the checks above
+        raise PlanError(f"{path}: not a cost table to read ({e})") from None
     except FileNotFoundError:
         raise PlanError(f"{path}: no cost table there (the packaged one is {DEFAULT_TABLE})"
                         ) from None

@@ -13,6 +13,8 @@ from typing import Any
 
 import yaml
 
+from vdlib.utils import safe_read
+
 __all__ = ["ConfigError", "read_yaml_file", "read_params_file", "config_text",
            "MAX_YAML_BYTES", "MAX_YAML_VALUES", "MAX_YAML_DEPTH", "shown", "not_regular_file"]
 
@@ -154,12 +156,12 @@ def read_yaml_file(path: str | os.PathLike, what: str = "params file") -> Any:
         if kind:
             raise ConfigError(f"{label} is {kind}, not a regular file; save the settings to a "
                               ".yaml file and give its path")
-        # O_NONBLOCK: a FIFO swapped in after the check cannot block the read
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-        with os.fdopen(fd, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                raise ConfigError(f"{label} is not a regular file; give the path of a .yaml file")
+        # vdlib's bounded reader: a FIFO swapped in after the check cannot block the read
+        with safe_read.open_regular(path, follow_links=True) as (fh, _):
             raw = fh.read(MAX_YAML_BYTES + 1)
+    except safe_read.UnsafeFileError:
+        raise ConfigError(f"{label} is not a regular file; give the path of a .yaml file"
+                          ) from None
     except OSError as e:
         raise ConfigError(f"{label} cannot be read ({e.strerror or e})") from None
     if len(raw) > MAX_YAML_BYTES:
