@@ -56,7 +56,8 @@ from vdlib.utils.stats import ALPHA, compare_seeds, mean_and_se
 __all__ = ["RECORD_FIELDS", "PASS1_PREFIX", "collect_results", "merge_results", "load_results",
            "read_json_file", "ResultsFileError", "RESULTS_MAX_BYTES", "loop_frame",
            "pass1_frame", "summary_table", "SCALE_FIELDS", "scale_comparison", "pass1_table",
-           "effects_table", "results_report", "pooling_rule", "PoolingRule", "pass1_runs"]
+           "effects_table", "results_report", "table_markdown", "pooling_rule", "PoolingRule",
+           "pass1_runs"]
 
 #: spread of the SEs of every cell that is not pass@1 (:func:`summary_table`, the question
 #: diversity table, the figures' bands): the sample SD (no paper table prints an SE for them)
@@ -454,18 +455,24 @@ def results_report(path: str | os.PathLike, out_dir: str | os.PathLike,
     return write_report(out, name, path, meta, list(fig.paths), tables, TABLE_NOTES, rule)
 
 
+def table_markdown(table: pd.DataFrame, note: str, rule: PoolingRule | None = None) -> str:
+    """A table's ``.md`` text: ``note`` (the rule of its cells), the table, and the pooling
+    ``rule`` of pass@1 under it (where given)."""
+    footer = f"\n{rule.note()}\n" if rule is not None else ""
+    return f"{note}\n\n{table.to_markdown(index=False)}\n{footer}"
+
+
 def write_report(out: Path, name: str, source: Any, meta: Mapping[str, Any],
                  written: list[Path], tables: Sequence[tuple[str, pd.DataFrame]],
                  notes: Mapping[str, str], rule: PoolingRule | None = None) -> list[Path]:
     """Each table as ``<name>_<suffix>.csv`` and ``.md`` (headed by ``notes[suffix]``, the
     pooling ``rule`` under the table), then ``<name>_report.json`` (source, ``meta``, the
     ``pooling`` rule, every file's name); ``written`` plus those."""
-    footer = f"\n{rule.note()}\n" if rule is not None else ""
     for suffix, table in tables:
         base = out / f"{name}_{suffix}"
         table.to_csv(base.with_suffix(".csv"), index=False)
-        base.with_suffix(".md").write_text(
-            f"{notes[suffix]}\n\n{table.to_markdown(index=False)}\n{footer}", encoding="utf-8")
+        base.with_suffix(".md").write_text(table_markdown(table, notes[suffix], rule),
+                                           encoding="utf-8")
         written += [base.with_suffix(".csv"), base.with_suffix(".md")]
     pooling = {"pooling": rule.as_dict()} if rule is not None else {}
     report = finite_or_null({"source": str(source), **meta, **pooling,

@@ -1,6 +1,6 @@
 """Single-policy GRPO results files (notebook 04 at GPU scale): the report step on the JSON alone.
 
-``benchmarks/gpu_single_policy.py export`` writes one object per experiment: ``runs``, a list
+``tools/lent-gpus/gpu_single_policy.py export`` writes one object per experiment: ``runs``, a list
 of ``{arm, seed, finished, steps: [{step, entropy, reward}], pass1: {benchmark: {accuracies,
 ...}} | null}``, and ``base_pass1`` (the starting checkpoint). The paper's claim
 (tab:vanilla_entropy): over the first 100 GRPO steps the baseline policy's entropy falls from
@@ -36,7 +36,7 @@ from vdlib.config.names import name_problem
 from vdlib.evaluation.stats import pool_accuracies, seed_value
 from vdlib.report.frames import arm_label
 from vdlib.report.paper_values import paper_cells, paper_series
-from vdlib.report.results import write_report
+from vdlib.report.results import table_markdown, write_report
 from vdlib.report.results_contrasts import comparison_fields
 from vdlib.report.results_file import (
     MAX_SEED,
@@ -52,7 +52,8 @@ from vdlib.utils.stats import compare_seeds, mean_and_se
 
 __all__ = ["ENTROPY_WINDOW", "is_single_policy", "load_single_policy", "entropy_frame",
            "entropy_table", "entropy_effects", "reward_table", "single_policy_pass1_table",
-           "single_policy_pass1_effects", "single_policy_report"]
+           "single_policy_pass1_effects", "single_policy_tables", "single_policy_markdown",
+           "single_policy_report"]
 
 #: the last steps whose mean entropy stands for "after training" (the paper's curves are noisy
 #: step to step: 0.07-0.26 over its baseline's last 30 steps)
@@ -133,9 +134,11 @@ def entropy_frame(data: Mapping[str, Any]) -> pd.DataFrame:
 
 def _per_seed(frame: pd.DataFrame, window: int) -> pd.DataFrame:
     """Per arm and seed: entropy at the first logged step, the mean of the last ``window``
-    logged steps, and the steps logged."""
+    logged steps, and the steps logged; arms and seeds in the file's order (a stable sort: an
+    unstable one let the order of the table's rows depend on the sort's pivots)."""
     rows = []
-    for (arm, seed), d in frame.sort_values("step").groupby(["arm", "seed"], sort=False):
+    for (arm, seed), d in frame.sort_values("step", kind="stable").groupby(
+            ["arm", "seed"], sort=False):
         rows.append({"arm": arm, "seed": seed, "first": float(d["entropy"].iloc[0]),
                      "last": float(d["entropy"].iloc[-window:].mean()),
                      "steps": int(d["step"].iloc[-1])})
@@ -321,6 +324,26 @@ NOTES = {
 }
 
 
+def single_policy_tables(data: Mapping[str, Any],
+                         rule: PoolingRule | None = None) -> list[tuple[str, pd.DataFrame]]:
+    """``(name, table)`` of every table the report writes, in order: ``entropy``,
+    ``entropy_effects``, ``reward``, ``pass1`` (pooled under ``rule``, default the file's) and
+    ``pass1_effects``."""
+    rule = rule or pooling_rule(data)
+    return [("entropy", entropy_table(data)), ("entropy_effects", entropy_effects(data)),
+            ("reward", reward_table(data)), ("pass1", single_policy_pass1_table(data, rule)),
+            ("pass1_effects", single_policy_pass1_effects(data))]
+
+
+def single_policy_markdown(data: Mapping[str, Any]) -> str:
+    """Every table's ``.md`` text (:func:`single_policy_tables`, each headed by its
+    :data:`NOTES` line, the pooling rule under it), one after another: what docs/RESULTS.md's
+    block of a single-policy file holds (without the last newline)."""
+    rule = pooling_rule(data)
+    return "\n".join(table_markdown(t, NOTES[name], rule)
+                     for name, t in single_policy_tables(data, rule)).removesuffix("\n")
+
+
 def single_policy_report(path: str | os.PathLike, out_dir: str | os.PathLike,
                          name: str | None = None, data: Any = None) -> list[Path]:
     """``<name>_entropy_trajectory.{png,pdf,csv}`` (the figure), ``<name>_entropy``,
@@ -333,9 +356,7 @@ def single_policy_report(path: str | os.PathLike, out_dir: str | os.PathLike,
     data = load_single_policy(path, data)
     name = name or Path(path).stem
     rule = pooling_rule(data)
-    tables = (("entropy", entropy_table(data)), ("entropy_effects", entropy_effects(data)),
-              ("reward", reward_table(data)), ("pass1", single_policy_pass1_table(data, rule)),
-              ("pass1_effects", single_policy_pass1_effects(data)))
+    tables = single_policy_tables(data, rule)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     fig = plots.entropy_figure(entropy_frame(data), out, name=f"{name}_entropy_trajectory")
