@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("engines",),               # model loading, transformers / vLLM / server engines
     ("metrics", "evaluation"),  # diversity metrics; benchmark evaluation and verification
     ("loop", "report"),         # one co-evolution run; beside it, what reads runs and draws
-    ("grid",),                  # many runs and their status
+    ("grid", "export"),         # many runs and their status; a run shared as a dataset
     ("experiments",),           # the notebooks' verbs: run a grid, evaluate, transfer
     ("app",),                   # the command line and the notebooks' batch runner
 ]

@@ -37,6 +37,7 @@ from typing import Any
 
 import yaml
 
+from vdlib.app.cli_export import add_export_command
 from vdlib.app.cli_inputs import (  # noqa: F401 - public re-export
     INTERRUPTED_EXIT,
     check_minutes_flag,
@@ -405,6 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
     from vdlib.app.plan_report import add_plan_command  # light: no torch, no model
 
     add_plan_command(command)
+    add_export_command(command)  # vdlib.app.cli_export: datasets loads on use
 
     ev = command("eval", help="evaluate a model on benchmarks (pass@1 over runs, +- s.e.)",
                         description="Defaults: the evaluation section of --params, else of "

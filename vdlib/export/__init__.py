@@ -1,0 +1,36 @@
+"""A run's curricula shared as a Hugging Face ``datasets`` dataset (``vdlib export``), with a
+dataset card, a model card per exported checkpoint, a guarded push to the Hub, and the export
+read back for notebooks (docs/experiments.md, "Sharing curricula").
+
+- :mod:`~vdlib.export.run_folder`: a run folder (or a committed extract of one) read and
+  checked against its records;
+- :mod:`~vdlib.export.curricula`: the rows, their columns and types, the parquet and Arrow
+  files;
+- :mod:`~vdlib.export.cards`: the dataset card and the model cards (YAML provenance);
+- :mod:`~vdlib.export.export_run`: ``vdlib export`` itself, written whole or not at all;
+- :mod:`~vdlib.export.hub`: ``--push-to-hub``, guarded (token from ``HF_TOKEN``, refused
+  offline);
+- :mod:`~vdlib.export.read_back`: :func:`load_curricula`, :func:`curricula_frame`,
+  :func:`read_card` for notebooks.
+
+May import: method, utils, config, engines, metrics, evaluation, loop (it reads what a run
+folder is through :mod:`vdlib.loop.run_state`); beside :mod:`vdlib.grid`, it imports nothing of
+it. :mod:`vdlib.app` (the command line) and the notebooks import it.
+"""
+
+from typing import Any
+
+__all__ = ["export_run", "load_curricula", "curricula_frame", "read_card", "ExportError"]
+
+_LAZY = {"export_run": "vdlib.export.export_run", "load_curricula": "vdlib.export.read_back",
+         "curricula_frame": "vdlib.export.read_back", "read_card": "vdlib.export.read_back",
+         "ExportError": "vdlib.export.run_folder"}
+
+
+def __getattr__(name: str) -> Any:
+    """The public names, imported on first use (``datasets`` loads only when needed)."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
