@@ -235,30 +235,65 @@ def test_only_runs_that_finished_their_last_iteration_have_final_solvers(tmp_pat
     assert gs.final_runs(runs, 2) == runs
 
 
-@pytest.mark.skipif(not COMMITTED.exists(), reason="no committed GPU results yet")
-def test_the_invalid_reasons_table_covers_exactly_the_merged_runs():
-    """benchmarks/results/gpu_small/invalid_reasons.py reads the question files of the runs
-    merge.sh merges: its valid share per arm and iteration is the JSON's pooled one."""
-    import subprocess
-    import sys
+INVALID = ROOT / "docs" / "results" / "invalid_questions.json"
 
-    out = subprocess.run([sys.executable, "benchmarks/results/gpu_small/invalid_reasons.py"],
-                         cwd=ROOT, check=True, capture_output=True, text=True, timeout=300).stdout
-    rows = {(c[0].lstrip("| "), int(c[1])): (int(c[2].replace(",", "")), float(c[3].rstrip(" %")))
-            for c in (line.split(" | ") for line in out.splitlines()[2:])}
+
+def test_invalid_counts_classify_each_generation_and_pool_the_seeds(tmp_path):
+    """vdlib.report.results_invalid: each generation in the first class that fits, counted per
+    arm and iteration over the runs (seeds) of each arm; the table prints the shares."""
+    import gzip
+
+    from vdlib.report.results_invalid import check_invalid, count_invalid, invalid_table
+
+    gens = [{"valid": True, "text": "x"},
+            {"valid": False, "text": "<question>1+1?", "finish_reason": "length"},
+            {"valid": False, "text": "no block", "finish_reason": "stop"},
+            {"valid": False, "text": "<question>1+1?</question> two", "finish_reason": "stop"},
+            {"valid": False, "text": "<question>1+1?</question> \\boxed{2} but",
+             "finish_reason": "stop"}]
+    runs = []
+    for arm, seed in (("vd75", 0), ("vd75", 1), ("baseline", 0)):
+        run = tmp_path / f"{arm}-seed{seed}"
+        for t in (1, 2):
+            (run / f"iter_{t}").mkdir(parents=True)
+            with gzip.open(run / f"iter_{t}" / "questions.jsonl.gz", "wt") as f:
+                mine = gens if arm == "vd75" else gens[:1]
+                f.write("".join(json.dumps(g) + "\n" for g in mine))
+        runs.append((arm, run))
+    data = count_invalid(runs, "x")
+    assert [(r["arm"], r["iteration"]) for r in data["counts"]] == [
+        ("vd75", 1), ("vd75", 2), ("baseline", 1), ("baseline", 2)]
+    assert data["counts"][0] == {"arm": "vd75", "iteration": 1, "generations": 10, "valid": 2,
+                                 "truncated": 2, "no closed question": 2, "no answer": 2,
+                                 "other": 2}
+    assert check_invalid("f", data) is data
+    rows = invalid_table(data).splitlines()
+    assert rows[2] == "| vd75 | 1 | 10 | 20.0 % | 20.0 % | 20.0 % | 20.0 % | 20.0 % |"
+    assert rows[4] == "| baseline | 1 | 1 | 100.0 % | 0.0 % | 0.0 % | 0.0 % | 0.0 % |"
+    data["counts"][0]["valid"] = 3
+    with pytest.raises(ValueError, match=r"counts\[0\]: the class counts do not sum"):
+        check_invalid("f", data)
+
+
+@pytest.mark.skipif(not COMMITTED.exists(), reason="no committed GPU results yet")
+def test_the_committed_invalid_counts_cover_exactly_the_merged_runs():
+    """docs/results/invalid_questions.json (count_invalid over the question files of the runs
+    merge.sh merges): its generations and valid counts per arm and iteration are the results
+    JSON's pooled ones."""
+    from vdlib.report.results_file import read_json_file
+    from vdlib.report.results_invalid import check_invalid
+
+    rows = check_invalid(INVALID, read_json_file(INVALID))["counts"]
     data = load_results(COMMITTED)
-    for (arm, t), (n, valid) in rows.items():
-        recs = [r for r in data["records"] if r["arm"] == arm and r["iteration"] == t]
-        assert n == sum(r["generated"] for r in recs)
-        assert valid == pytest.approx(100 * sum(r["valid_questions"] for r in recs) / n, abs=0.05)
+    assert read_json_file(INVALID)["experiment"] == COMMITTED.stem
+    for r in rows:
+        recs = [x for x in data["records"] if x["arm"] == r["arm"]
+                and x["iteration"] == r["iteration"]]
+        assert len(recs) == 3
+        assert r["generations"] == sum(x["generated"] for x in recs)
+        assert r["valid"] == sum(x["valid_questions"] for x in recs)
     assert len(rows) == len({(r["arm"], r["iteration"]) for r in data["records"]
                              if r["arm"] != "base"})
-
-
-def _compare_module():
-    from _script_loader import load_script
-
-    return load_script("benchmarks/results/gpu_small/compare.py", "gpu_small_compare")
 
 
 #: a number not glued to a letter (``135M``, ``4B``, ``H100`` and ``t(2)``'s df aside)
@@ -268,19 +303,26 @@ _NOT_FROM_THE_JSON = ("### What was run", "### What testing the rest would need"
 
 
 @pytest.mark.skipif(not COMMITTED.exists(), reason="no committed GPU results yet")
-def test_results_md_gpu_section_is_what_compare_py_prints():
-    """docs/RESULTS.md's GPU section: every compare.py block is what the script prints from the
-    committed JSON, and every number of the prose around them (headings and the subsections
-    about machines and plans aside) is a number the script prints."""
+def test_results_md_gpu_section_is_what_the_main_table_prints():
+    """docs/RESULTS.md's GPU section: every block of the main table
+    (vdlib.report.results_main_table) and the invalid-question one is what the library prints
+    from the committed JSON, and every number of the prose around them (headings and the
+    subsections about machines and plans aside) is a number those blocks print."""
     import re
 
-    mod = _compare_module()
+    from vdlib.report.results_blocks import blocks
+    from vdlib.report.results_file import read_json_file
+    from vdlib.report.results_invalid import invalid_table
+    from vdlib.report.results_main_table import MAIN_TABLES, Records
+
     text = (ROOT / "docs" / "RESULTS.md").read_text(encoding="utf-8")
-    new = mod.blocks()
-    assert mod.embedded(text) == new
+    x = Records(load_results(COMMITTED))
+    new = {f"{COMMITTED.stem}:{name}": fn(x) for name, fn in MAIN_TABLES.items()}
+    new["invalid_questions:invalid"] = invalid_table(read_json_file(INVALID))
     section = text[text.index("## GPU scale"):]
     section = section[:section.index("\n## ", 1)]
-    prose = re.sub(r"<!-- BEGIN compare\.py:(\w+) -->.*?<!-- END compare\.py:\1 -->", "",
+    assert {b.name: b.body for b in blocks(section)} == new
+    prose = re.sub(r"<!-- BEGIN vdlib results:([\w:]+) -->.*?<!-- END vdlib results:\1 -->", "",
                    section, flags=re.S)
     kept, skip = [], False
     for line in prose.splitlines():
@@ -348,16 +390,41 @@ def test_paper_table_puts_the_papers_printed_cells_beside_ours():
     assert anneal["paper Qwen3-4B"] == "" and anneal["paper Qwen3-8B"] == ""  # no paper row
 
 
-def test_hold_a_interim_table_counts_the_partial_runs():
-    """Hold A's interim table (issue 30; no longer in docs/RESULTS.md since both experiments ran
-    whole) from its committed partial JSON: every arm has 3 seeds at iteration 1, clip_cov 2 at
-    iteration 2 (its seed 1 reached iteration 1 only), and the shared arms are the main table's."""
-    from _script_loader import load_script
+def test_interim_evidence_keeps_the_trained_records_of_the_first_two_iterations():
+    """vdlib.report.results_interim.interim_evidence: the partial exports' records at
+    iterations 1 and 2 (not the base record, not a cut third iteration), the table's metrics
+    only; the table puts them beside the reference file's baseline and VD75."""
+    from vdlib.report.results_interim import interim_evidence, interim_table
 
-    mod = load_script("benchmarks/results/gpu_small/holdA_h100x4_partial/interim.py",
-                      "gpu_small_interim")
+    rec = lambda arm, s, t: {"arm": arm, "seed": s, "iteration": t, "vendi": 10.0 + s + t,  # noqa: E731
+                             "self_bleu": 0.5, "valid_fraction": 1.0, "curriculum_size": 40,
+                             "novelty_rate": 1.0}
+    parts = [{"card": "H100", "records": [{"arm": "base", "seed": None, "iteration": 0}]
+              + [rec(a, s, t) for a in ("train_only", "gen_only") for s in (0, 1)
+                 for t in (1, 2, 3)]},
+             {"card": "H100", "records": [rec(a, s, t) for a in ("kl_cov", "clip_cov")
+                                          for s in (0, 1) for t in (1, 2)]}]
+    ev = interim_evidence(parts, "main", "there")
+    assert ev["card"] == "H100" and ev["reference"] == "main"
+    assert ev["arms"] == ["train_only", "gen_only", "kl_cov", "clip_cov"]
+    assert {r["iteration"] for r in ev["records"]} == {1, 2} and len(ev["records"]) == 16
+    assert "novelty_rate" not in ev["records"][0]
+    reference = {"records": [rec(a, s, t) for a in ("baseline", "vd75", "vd85")
+                             for s in (0, 1) for t in (1, 2)]}
+    vendi2 = [r for r in interim_table(reference, ev).splitlines() if r.startswith("| Vendi ↑ | 2")]
+    assert vendi2 == ["| Vendi ↑ | 2 | " + " | ".join(["12.5 ± 0.5 (n=2)"] * 6) + " |"]
+
+
+def test_the_committed_interim_table_counts_the_partial_runs():
+    """The interim table (issue 30's first, partial hold; not in docs/RESULTS.md since both
+    experiments ran whole) from docs/results alone: every arm has 3 seeds at iteration 1,
+    clip_cov 2 at iteration 2 (its seed 1 reached iteration 1 only), and the shared arms are the
+    main table's."""
+    from vdlib.report.results_blocks import TABLES, Evidence
+
+    out = TABLES["interim"](Evidence(ROOT / "docs" / "results"), "interim_phase_entropy")
     rows = {(r.split("|")[1].strip(), r.split("|")[2].strip()): r
-            for r in mod.block().splitlines() if r.startswith("| Vendi")}
+            for r in out.splitlines() if r.startswith("| Vendi")}
     assert rows[("Vendi ↑", "1")].count("(n=3)") == 6
     assert rows[("Vendi ↑", "2")].count("(n=3)") == 5 and "(n=2)" in rows[("Vendi ↑", "2")]
     assert "38.1 ± 5.8 (n=3)" in rows[("Vendi ↑", "2")]  # the main table's baseline

@@ -155,12 +155,6 @@ def test_each_committed_results_file_is_the_merge_of_its_exports(path, tmp_path)
     assert json.loads(out.read_text()) == json.loads(path.read_text(encoding="utf-8"))
 
 
-def _ablations_module():
-    from _script_loader import load_script
-
-    return load_script("benchmarks/results/gpu_small/ablations.py", "gpu_small_ablations")
-
-
 def _prose_after(text: str, end: str, source: str) -> tuple[list[str], list[str]]:
     """The decimal numbers of the prose after the marker ``end`` up to the next ``## ``
     section, and those of them (sign aside) that ``source`` does not print."""
@@ -174,22 +168,26 @@ def _prose_after(text: str, end: str, source: str) -> tuple[list[str], list[str]
     return quoted, [q for q in quoted if q.lstrip("+−-") not in allowed]
 
 
-def test_results_md_ablation_sections_are_what_ablations_py_prints():
+def test_results_md_ablation_sections_are_what_results_ablations_prints():
     """docs/RESULTS.md has a section for every committed ablation file (the main table has its
-    own, compare.py); each section's block is what ablations.py prints from the file, and the
-    prose after the block quotes only numbers of the block or of the paper's rows the file's
-    question-diversity table sets beside ours."""
-    mod = _ablations_module()
-    assert {p.stem.removeprefix("gpu_small_") for p in COMMITTED} - {"main"} <= set(mod.ABLATIONS)
+    own, vdlib.report.results_main_table); each section's block is what
+    vdlib.report.results_ablations prints from the file, and the prose after the block quotes
+    only numbers of the block or of the paper's rows the file's question-diversity table sets
+    beside ours."""
+    from vdlib.report.results_ablations import ABLATIONS, ablation_block
+    from vdlib.report.results_blocks import blocks, end_marker
+
+    ablations = {p.stem for p in COMMITTED} - {"gpu_small_main"}
+    assert ablations <= set(ABLATIONS)
     text = (ROOT / "docs" / "RESULTS.md").read_text(encoding="utf-8")
-    new = mod.blocks()
-    assert set(new) == {p.stem.removeprefix("gpu_small_") for p in COMMITTED} - {"main"}
-    assert mod.embedded(text) == new
-    for name, body in new.items():
-        paper = (RESULTS / "gpu_small" / f"gpu_small_{name}_question_diversity.md").read_text()
-        quoted, unlisted = _prose_after(text, mod.END.format(name), body + paper)
-        assert len(quoted) >= 15, name
-        assert unlisted == [], name
+    new = {stem: ablation_block(load_results(RESULTS / f"{stem}.json"), stem)
+           for stem in ablations}
+    assert {b.file: b.body for b in blocks(text) if b.table == "ablation"} == new
+    for stem, body in new.items():
+        paper = (RESULTS / "gpu_small" / f"{stem}_question_diversity.md").read_text()
+        quoted, unlisted = _prose_after(text, end_marker(stem, "ablation"), body + paper)
+        assert len(quoted) >= 15, stem
+        assert unlisted == [], stem
 
 
 #: the tables of a single-policy export that docs/RESULTS.md embeds, in its order
@@ -199,11 +197,14 @@ SINGLE_TABLES = ("entropy", "entropy_effects", "reward", "pass1", "pass1_effects
 @pytest.mark.parametrize("path", SINGLE, ids=lambda p: p.stem)
 def test_results_md_single_policy_section_is_what_vdlib_results_writes(path):
     """docs/RESULTS.md's block for a single-policy file is the committed tables verbatim (the
-    regenerate test above proves those are what `vdlib results` writes), and the prose after
-    it, up to the next section, quotes only the block's numbers."""
+    regenerate test below proves those are what `vdlib results` writes; `vdlib results --write`
+    prints the same text, single_policy_markdown), and the prose after it, up to the next
+    section, quotes only the block's numbers."""
+    from vdlib.report.results_blocks import begin_marker, end_marker
+
     text = (ROOT / "docs" / "RESULTS.md").read_text(encoding="utf-8")
-    begin = f"<!-- BEGIN vdlib results:{path.stem} -->\n"
-    end = f"<!-- END vdlib results:{path.stem} -->"
+    begin = begin_marker(path.stem, "single_policy") + "\n"
+    end = end_marker(path.stem, "single_policy")
     assert text.count(begin) == 1 and text.count(end) == 1, path.stem
     body = text[text.index(begin) + len(begin):text.index(end)]
     assert body == "\n".join((RESULTS / "gpu_small" / f"{path.stem}_{n}.md").read_text(
