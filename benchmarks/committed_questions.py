@@ -1,10 +1,11 @@
 """The committed gpu-small question files behind docs/results/*.json, run by run.
 
-Each experiment's merge script (``benchmarks/results/gpu_small/merge*.sh``) names the parts it
-merges; the question files of those parts' runs are below. The baseline and VD75 runs of the
-entropy, fail_neg, anneal and phase experiments are the main table's (shared, not rerun), so
-each run appears once, under the experiment that ran it. Superseded attempts
-(``h100x4``, ``h200x4``, ``lost_hold_*``, seeds 0 and 1 of ``h100x1``, ``h100x1_rerun``) are
+Each experiment's merge script (``tools/lent-gpus/merge*.sh``) names the parts it merges; the
+question files of those parts' runs are below, read in place from the experiment's archive
+(``docs/results/archives/<experiment>.zip``, :mod:`vdlib.utils.archive`). The baseline and VD75
+runs of the entropy, fail_neg, anneal and phase experiments are the main table's (shared, not
+rerun), so each run appears once, under the experiment that ran it. Superseded runs
+(``h100x4``, ``h200x4``, ``*_unfinished``, seeds 0 and 1 of ``h100x1``, ``h100x1_rerun``) are
 left out: no results JSON merges them.
 
 :func:`runs` yields ``(experiment, arm, seed, run_dir)``; :func:`iterations` the
@@ -16,41 +17,45 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-GPU_SMALL = ROOT / "benchmarks/results/gpu_small"
+sys.path.insert(0, str(ROOT))
+from vdlib.utils.archive import Member  # noqa: E402
 
-#: experiment -> run folders (relative to benchmarks/results/gpu_small), as merged
+ARCHIVES = ROOT / "docs/results/archives"
+
+#: experiment -> run folders (members of docs/results/archives/<experiment>.zip), as merged
 RUN_DIRS: dict[str, list[str]] = {
-    # merge.sh: seed 0 rerun in the detached 2 x H200 hold, seed 1 on one H200, seed 2 on an H100
+    # merge.sh: seed 0 rerun on 2 x H200 (2026-11-28), seed 1 on one H200, seed 2 on an H100
     "gpu_small_main": [f"{where}/{arm}-seed{s}"
-                       for s, where in ((0, "hold_h200x2_detached/main_s0/runs"), (1, "h200x1"),
+                       for s, where in ((0, "h200x2_2026-11-28/main_s0/runs"), (1, "h200x1"),
                                         (2, "h100x1"))
                        for arm in ("baseline", "vd75", "vd85")],
     # merge_entropy.sh
-    "gpu_small_entropy": [f"hold_h200x4_detached/entropy_s{s}/runs/{arm}-seed{s}"
+    "gpu_small_entropy": [f"h200x4_2026-11-28/entropy_s{s}/runs/{arm}-seed{s}"
                           for s in (0, 1, 2) for arm in ("kl_cov", "clip_cov")],
     # merge_failneg.sh
     "gpu_small_fail_neg": [f"{where}/runs/{arm}-seed{s}"
-                           for s, where in ((0, "hold_h200x4_detached/failneg_s0"),
-                                            (1, "hold_h200x4_detached/failneg_s1"),
-                                            (2, "hold_h200x2_detached/failneg_s2"))
+                           for s, where in ((0, "h200x4_2026-11-28/failneg_s0"),
+                                            (1, "h200x4_2026-11-28/failneg_s1"),
+                                            (2, "h200x2_2026-11-28/failneg_s2"))
                            for arm in ("baseline_fail_neg", "vd75_fail_neg")],
     # merge_anneal.sh
-    "gpu_small_anneal": ["anneal_h200x2_part1/runs/anneal-seed0",
-                         "anneal_h200x2_part1/runs/anneal-seed1",
-                         "hold_h200x4_detached/anneal_s2/runs/anneal-seed2"],
+    "gpu_small_anneal": ["h200x2_part1/runs/anneal-seed0",
+                         "h200x2_part1/runs/anneal-seed1",
+                         "h200x4_2026-11-28/anneal_s2/runs/anneal-seed2"],
     # merge_phase.sh
-    "gpu_small_phase": [f"phase_h200x2_part{1 if s < 2 else 2}/runs/{arm}-seed{s}"
+    "gpu_small_phase": [f"h200x2_part{1 if s < 2 else 2}/runs/{arm}-seed{s}"
                         for s in (0, 1, 2) for arm in ("gen_only", "train_only")],
 }
 
 _RUN = re.compile(r"(?P<arm>[a-z0-9_]+)-seed(?P<seed>\d+)")
 
 
-def runs(experiments: list[str] | None = None) -> Iterator[tuple[str, str, int, Path]]:
+def runs(experiments: list[str] | None = None) -> Iterator[tuple[str, str, int, Member]]:
     """``(experiment, arm, seed, run_dir)`` of every committed run (of ``experiments``)."""
     for experiment, dirs in RUN_DIRS.items():
         if experiments is not None and experiment not in experiments:
@@ -58,13 +63,13 @@ def runs(experiments: list[str] | None = None) -> Iterator[tuple[str, str, int, 
         for d in dirs:
             m = _RUN.fullmatch(Path(d).name)
             assert m, d
-            path = GPU_SMALL / d
+            path = Member(ARCHIVES / f"{experiment}.zip", d)
             if not path.is_dir():
                 raise FileNotFoundError(f"{path}: a committed run folder is missing")
             yield experiment, m["arm"], int(m["seed"]), path
 
 
-def iterations(run_dir: Path) -> list[tuple[int, Path]]:
+def iterations(run_dir: Member) -> list[tuple[int, Member]]:
     """``(t, iter_<t>/questions.jsonl.gz)`` of a run, by t."""
     out = []
     for f in run_dir.glob("iter_*/questions.jsonl.gz"):
@@ -72,9 +77,9 @@ def iterations(run_dir: Path) -> list[tuple[int, Path]]:
     return sorted(out)
 
 
-def read_questions(path: Path) -> list[dict]:
+def read_questions(path: Path | Member) -> list[dict]:
     """The records of a gzipped ``questions.jsonl``."""
-    with gzip.open(path, "rt", encoding="utf-8") as f:
+    with path.open("rb") as raw, gzip.open(raw, "rt", encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
 
 

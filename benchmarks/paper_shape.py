@@ -1,5 +1,5 @@
 """The paper's shapes, stage by stage (issue 28): ``benchmarks/results/paper_shape_<card>.json``
-from the cost-table entries that ``benchmarks/gpu_paper_shape.sh`` measured (``vdlib plan
+from the cost-table entries that ``tools/lent-gpus/gpu_paper_shape.sh`` measured (``vdlib plan
 --measure --dummy-weights`` of the 4B and 8B params on 2 GPUs)::
 
     python benchmarks/paper_shape.py benchmarks/results/cost_entries/qwen3-4b_h200_2gpu.json \\
@@ -164,11 +164,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--correction", action="append", default=[])
     ap.add_argument("--drop-peaks", default="", help="with --merge: comma-separated stages")
     args = ap.parse_args(argv)
-    if args.merge:
+    if args.merge:  # the parts may be members of docs/results/archives/paper_shape.zip
+        from vdlib.utils.archive import resolve
+
         takes = []
         for item in args.take:
             names, _, path = item.partition("=")
-            takes.append((names.split(","), json.loads(Path(path).read_text(encoding="utf-8"))))
+            takes.append((names.split(","), json.loads(resolve(path).read_text(encoding="utf-8"))))
         if not takes:
             ap.error("--merge needs at least one --take STAGES=ENTRY")
         assumed = {k: float(v) for k, _, v in (a.partition("=") for a in args.assume_tokens)}

@@ -17,9 +17,11 @@ from vdlib.metrics.cov_activity import (
     cov_steps,
     inactive_cov_warnings,
 )
+from vdlib.utils.archive import resolve
 
 ROOT = Path(__file__).resolve().parents[1]
-RUNS = ROOT / "benchmarks/results/gpu_small/hold_h200x4_detached/entropy_s0/runs"
+RUNS = resolve(ROOT / "docs/results/archives/gpu_small_entropy.zip"
+               / "h200x4_2026-11-28/entropy_s0/runs")
 
 
 def _batch():

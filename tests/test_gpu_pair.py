@@ -1,4 +1,4 @@
-"""benchmarks/gpu_pair.sh, the lanes of a GPU hold (issue 30), with a stub gpu_small.sh: each
+"""tools/lent-gpus/gpu_pair.sh, the lanes of a GPU hold (issue 30), with a stub gpu_small.sh: each
 lane's GPU slots, rendezvous ports by lane (two lanes may share a GPU), its VAR=VALUE settings,
 the grid's reserve before a following step, and the checks that refuse a bad lane before any
 lane starts."""
@@ -23,7 +23,7 @@ def _pair(tmp_path: Path, lanes: str, *steps: str, out: str = "out", stub: str =
           **env_extra: str) -> subprocess.CompletedProcess:
     bench = tmp_path / "b"
     bench.mkdir(exist_ok=True)
-    shutil.copy(ROOT / "benchmarks" / "gpu_pair.sh", bench)
+    shutil.copy(ROOT / "tools" / "lent-gpus" / "gpu_pair.sh", bench)
     (bench / "gpu_env.sh").write_text("true\n")  # the lent machine's checks, not here
     (bench / "gpu_small.sh").write_text(stub)
     env = {**os.environ, "OUT": str(tmp_path / out), "END": "2000000000", "GRAPHS": "1",
@@ -167,7 +167,7 @@ def test_import_hold_lays_a_lanes_bundles_out_as_an_export_folder(tmp_path):
         "gpu_small_status.txt": "done", "gpu_small_eval_a-seed0.log": "eval",
         "runs/a-seed0.log": "whole", **run})
     dest = tmp_path / "dest"
-    script = ROOT / "benchmarks" / "results" / "gpu_small" / "import_hold.sh"
+    script = ROOT / "tools" / "lent-gpus" / "import_lane.sh"
     r = subprocess.run(["bash", str(script), "lane", str(dest), str(tmp_path / "d1"),
                         str(tmp_path / "d2")], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
@@ -184,7 +184,7 @@ def test_import_hold_lays_a_lanes_bundles_out_as_an_export_folder(tmp_path):
 
 
 def _import_packed_lane(tmp_path, lane: str, files: dict[str, str], log: str | None = None):
-    """import_hold.sh on a lane as a detached hold's wait packs it: device/<lane>.tgz holding
+    """import_lane.sh on a lane as a detached hold's wait packs it: device/<lane>.tgz holding
     <lane>/bundle.tgz (``files``) and, given ``log``, <lane>.txt; returns (result, dest)."""
     import tarfile
 
@@ -198,7 +198,7 @@ def _import_packed_lane(tmp_path, lane: str, files: dict[str, str], log: str | N
         if log is not None:
             tar.add(tmp_path / "pack" / f"{lane}.txt", arcname=f"{lane}.txt")
     dest = tmp_path / "dest"
-    script = ROOT / "benchmarks" / "results" / "gpu_small" / "import_hold.sh"
+    script = ROOT / "tools" / "lent-gpus" / "import_lane.sh"
     r = subprocess.run(["bash", str(script), lane, str(dest), str(device)],
                        capture_output=True, text=True, timeout=60)
     return r, dest
@@ -248,9 +248,9 @@ def test_single_policy_steps_take_a_lanes_seeds_gpu_slots_and_ports(tmp_path):
     """gpu_single_policy.sh as a lane of gpu_pair.sh: one step at a time, only the lane's
     seeds, run i on GPU slot i, ports from the lane's base, the base evaluation optional."""
     work = tmp_path / "w"
-    (work / "benchmarks").mkdir(parents=True)
-    shutil.copy(ROOT / "benchmarks" / "gpu_single_policy.sh", work / "benchmarks")
-    (work / "benchmarks" / "gpu_env.sh").write_text(
+    (work / "tools" / "lent-gpus").mkdir(parents=True)
+    shutil.copy(ROOT / "tools" / "lent-gpus" / "gpu_single_policy.sh", work / "tools" / "lent-gpus")
+    (work / "tools" / "lent-gpus" / "gpu_env.sh").write_text(
         'budget() { echo 100; }\nbundle() { [ -n "$NO_BUNDLE" ] || touch "$OUT/bundle.tgz"; }\n')
     (work / ".bench" / "gsm_symbolic").mkdir(parents=True)
     (work / ".bench" / "gsm_symbolic" / "seed10000_n800.jsonl").write_text("{}\n")
@@ -269,7 +269,7 @@ def test_single_policy_steps_take_a_lanes_seeds_gpu_slots_and_ports(tmp_path):
                                     os.environ["PATH"]])}
 
     def step(*args: str, **extra: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["bash", "benchmarks/gpu_single_policy.sh", *args], cwd=work,
+        return subprocess.run(["bash", "tools/lent-gpus/gpu_single_policy.sh", *args], cwd=work,
                               env={**env, **extra}, capture_output=True, text=True, timeout=120)
 
     assert step("grid", "0", "2").returncode == 0

@@ -1,4 +1,4 @@
-"""benchmarks/gpu_single_policy.py (issue 30's single-policy runs, one process per run) on the
+"""tools/lent-gpus/gpu_single_policy.py (issue 30's single-policy runs, one process per run) on the
 tiny random model (CPU): run, evaluate, export."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def _driver():
     from _script_loader import load_script
 
-    return load_script("benchmarks/gpu_single_policy.py")
+    return load_script("tools/lent-gpus/gpu_single_policy.py")
 
 
 @pytest.mark.slow  # ~20 s on 2 cores: `make test-slow` (make test keeps within its budget)

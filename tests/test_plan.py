@@ -25,6 +25,7 @@ from vdlib.app.plan import (
 )
 from vdlib.app.plan_table import DEFAULT_TABLE, load_table, resolve_shape
 from vdlib.config.experiment import load_params
+from vdlib.utils.archive import resolve
 
 ROOT = Path(__file__).resolve().parent.parent
 GPU_SMALL = "params/gpu-small/main_table.yaml"
@@ -538,13 +539,13 @@ def test_the_committed_table_and_scaling_blocks_are_what_the_results_give():
 
 
 def test_the_out_of_sample_check_is_current_and_reports_each_stage_honestly():
-    """benchmarks/plan_holdout.py: fitted on some runs, checked on runs it never saw; the
+    """benchmarks/plan_heldout.py: fitted on some runs, checked on runs it never saw; the
     committed JSON and docs/SCALING.md's block are what the results give, and a stage is
     marked within the goal exactly when |relative error| <= 25 %."""
-    out = subprocess.run([sys.executable, "benchmarks/plan_holdout.py", "--check"], cwd=ROOT,
+    out = subprocess.run([sys.executable, "benchmarks/plan_heldout.py", "--check"], cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr[-2000:]
-    result = json.loads((ROOT / "benchmarks/results/plan_holdout.json").read_text())
+    result = json.loads((ROOT / "benchmarks/results/plan_heldout.json").read_text())
     assert {c["check"] for c in result["checks"]} == {"k_and_steps", "iterations"}
     for c in result["checks"]:
         assert set(c["stages"]) == {"proposer", "generate", "score", "solver", "metrics",
@@ -585,7 +586,8 @@ def test_every_figure_of_the_table_names_its_source():
 def _measured_mean(folder: str) -> float:
     """The mean seconds of a gpu-small folder's complete run-iterations, from timing.json."""
     walls = []
-    for path in (ROOT / "benchmarks/results/gpu_small" / folder).glob("*/iter_*/timing.json"):
+    for path in resolve(ROOT / "docs/results/archives/gpu_small_main.zip" / folder).glob(
+            "*/iter_*/timing.json"):
         timing = json.loads(path.read_text())
         if {"proposer", "generate", "score", "curriculum", "solver", "metrics"} <= set(timing):
             walls.append(sum(timing.values()))
