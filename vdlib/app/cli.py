@@ -43,6 +43,7 @@ from vdlib.app.cli_inputs import (  # noqa: F401 - public re-export
     check_minutes_flag,
     disk_full_failure,
 )
+from vdlib.app.cli_results import add_results_command
 from vdlib.app.notebooks import notebook_params_file  # noqa: F401 - public re-export
 from vdlib.config.experiment import (
     ENGINE_BACKENDS,
@@ -356,24 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help=STOP_AFTER_HELP + " (for every run of the grid)")
     gr.set_defaults(func=_cmd_grid)
 
-    rs = command("results", help="draw the figure and tables of a committed results JSON",
-                 description="The report step on a results file alone (vdlib.report.results): the "
-                 "diversity figure, per-iteration summary, pass@1 and effects tables (a "
-                 "single-policy file: vdlib.report.results_single_policy, the entropy figure "
-                 "and tables); prints the effects tables (Welch's and the paired t-test of "
-                 "each arm against the baseline, vdlib.utils.stats.compare_seeds). With --write "
-                 "or --check MD: every generated block of MD from the results files alone "
-                 "(vdlib.report.results_blocks).")
-    rs.add_argument("file", nargs="?", help="results JSON (e.g. docs/results/gpu_small_main.json)")
-    rs.add_argument("--out", help="folder for the figure and tables (with FILE)")
-    rs_md = rs.add_mutually_exclusive_group()
-    rs_md.add_argument("--write", metavar="MD", help="rewrite every generated block of MD "
-                       "(e.g. docs/RESULTS.md) from the results files")
-    rs_md.add_argument("--check", metavar="MD", help="exit 1 if a generated block of MD is not "
-                       "what the results files give")
-    rs.add_argument("--results-dir", help="the results files of --write/--check (default: "
-                    "results/ beside MD)")
-    rs.set_defaults(func=_cmd_results)
+    add_results_command(command)  # vdlib.app.cli_results
 
     st = command("status", help="where every run of an output folder stands (one table)")
     st.add_argument("output_dir", nargs="?", default=ExperimentConfig.output_dir)
@@ -441,40 +425,6 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--format", choices=["markdown", "latex"], default="markdown")
     ev.set_defaults(func=_cmd_eval)
     return p
-
-
-def _cmd_results(args: argparse.Namespace) -> int:
-    from vdlib.report.results import ResultsFileError, read_json_file, results_report
-    from vdlib.report.results_single_policy import is_single_policy, single_policy_report
-
-    md = args.write or args.check
-    if bool(md) == bool(args.file) or bool(args.file) != bool(args.out):
-        sys.stderr.write("vdlib results: give FILE --out DIR, or --write/--check MD\n")
-        return 2
-    if md:  # every generated block of a markdown report from the results files alone
-        from vdlib.report.results_blocks import blocks_command
-
-        code, line = blocks_command(md, args.results_dir, write=bool(args.write))
-        (sys.stderr if code else sys.stdout).write(f"vdlib results: {line}\n")
-        return code
-    try:  # a co-evolution file (records) or a single-policy one (runs); each checked first
-        data = read_json_file(args.file)  # read once: the dispatch and the report share it
-        report = single_policy_report if is_single_policy(data) else results_report
-        written = report(args.file, args.out, data=data)
-    except ResultsFileError as e:
-        sys.stderr.write(f"vdlib results: {e}\n")
-        return 2
-    from vdlib.metrics.cov_activity import inactive_cov_warnings
-
-    # a KL-Cov / Clip-Cov arm that never acted (or whose records cannot say)
-    for line in inactive_cov_warnings(data.get("records", []) if isinstance(data, dict) else []):
-        sys.stderr.write(f"vdlib results: warning: {line}\n")
-    for effects in [p for p in written if p.name.endswith("_effects.md")]:
-        # the arm-vs-arm comparisons (vdlib.utils.stats.compare_seeds)
-        sys.stdout.write(effects.read_text(encoding="utf-8") + "\n")
-    for path in written:
-        sys.stdout.write(f"{path}\n")
-    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
