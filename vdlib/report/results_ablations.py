@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from vdlib.config import layout
 from vdlib.evaluation.stats import seed_value
 from vdlib.report.frames import arm_label
 from vdlib.report.results import pooling_rule
@@ -142,7 +143,8 @@ def ablation_block(data: Mapping[str, Any], stem: str) -> str:
     last = x.iterations[-1]
     runs = x.data["runs"]
     shared = [k for k, r in runs.items() if MAIN in str(r.get("source", ""))]
-    seeds = {a: ",".join(str(s) for s in x.seeds if f"{a}-seed{s}" in runs) for a in ab.arms}
+    seeds = {a: ",".join(str(s) for s in x.seeds if layout.arm_run_id(a, s) in runs)
+             for a in ab.arms}
     lines = [f"{len(runs)} runs of {x.data.get('experiment', stem.removeprefix('gpu_small_'))} ("
              + "; ".join(f"{a}: seeds {seeds[a]}" for a in ab.arms)
              + f"); shared with the main table, not rerun: {', '.join(shared) or 'none'}.", "",

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from vdlib.config import layout
 from vdlib.config.names import name_problem
 from vdlib.report.results_file import ResultsFileError
 
@@ -32,6 +33,8 @@ __all__ = ["CLASSES", "KIND", "classify", "count_invalid", "check_invalid", "inv
 CLASSES = ("valid", "truncated", "no closed question", "no answer", "other")
 #: the ``kind`` of an evidence file of these counts
 KIND = "invalid_questions"
+#: each iteration's generations, as the committed run records keep them (gzipped)
+QUESTIONS_GZ = layout.QUESTIONS_FILE + ".gz"
 
 
 def classify(rec: Mapping[str, Any]) -> str:
@@ -70,10 +73,9 @@ def count_invalid(runs: Iterable[tuple[str, str | Path]], experiment: str) -> di
     for arm, run in runs:
         run = Path(run)
         names.append(run.name)
-        for f in sorted(run.glob("iter_*/questions.jsonl.gz")):
-            t = int(f.parent.name.removeprefix("iter_"))
+        for t, folder in layout.iteration_dirs(run, QUESTIONS_GZ):
             c = counts.setdefault((arm, t), collections.Counter())
-            c.update(classify(rec) for rec in _read_generations(f))
+            c.update(classify(rec) for rec in _read_generations(folder / QUESTIONS_GZ))
     arms = list(dict.fromkeys(arm for arm, _ in counts))
     rows = [{"arm": arm, "iteration": t, "generations": sum(counts[(arm, t)].values()),
              **{k: counts[(arm, t)][k] for k in CLASSES}}
