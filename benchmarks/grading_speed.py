@@ -4,7 +4,7 @@ stuck in C code never sees), measured in the same run.
 
     python benchmarks/grading_speed.py [--questions 300] [--m 10] [--out PATH]
     python benchmarks/grading_speed.py --votes-from \
-        benchmarks/results/gpu_small/h100x1/vd75-seed2/iter_3/questions.jsonl.gz
+        docs/results/archives/gpu_small_main.zip/h100x1/vd75-seed2/iter_3/questions.jsonl.gz
 
 ``--votes-from``: instead of synthetic answers, the extracted solver answers of a GPU run's
 ``questions.jsonl(.gz)`` (every valid question's ``solver_answers``); the votes must then also
@@ -87,10 +87,15 @@ def main() -> None:
     recorded = None
     if args.votes_from:
         import gzip
+        import io
         import json
 
-        opener = gzip.open if args.votes_from.endswith(".gz") else open
-        with opener(args.votes_from, "rt", encoding="utf-8") as src:
+        from vdlib.utils.archive import resolve
+
+        where = resolve(args.votes_from)  # a file, or a member of a committed archive
+        with where.open("rb") as raw:
+            src = (gzip.open(raw, "rt", encoding="utf-8") if args.votes_from.endswith(".gz")
+                   else io.TextIOWrapper(raw, encoding="utf-8"))
             rows = [r for r in map(json.loads, src) if r.get("valid") and r.get("solver_answers")]
         votes = [r["solver_answers"] for r in rows]
         recorded = [(r["majority"], r["acc"]) for r in rows]

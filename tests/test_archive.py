@@ -56,6 +56,14 @@ def test_packing_is_reproducible_whatever_the_order_and_the_files_times(tmp_path
     assert not (tmp_path / "a.zip.tmp").exists()
 
 
+def test_a_committed_archive_repacked_from_its_own_members_is_the_same_bytes(tmp_path):
+    """Reproducible: what the archive holds, packed again, gives the committed SHA-256."""
+    archive = min(ARCHIVES.glob("*.zip"), key=lambda p: p.stat().st_size)
+    members = {m.member: m.read_bytes() for m in Member(archive).walk()}
+    assert len(members) > 1
+    assert write_archive(members, tmp_path / archive.name) == sha256(archive)
+
+
 def test_a_member_name_that_leaves_the_archive_is_refused(tmp_path):
     f = tmp_path / "x"
     f.write_text("x")
@@ -80,6 +88,9 @@ def test_a_path_through_an_archive_reads_like_a_folder(tmp_path):
     assert isinstance(root, Member) and root.is_dir()
     assert sorted(p.name for p in root.iterdir()) == ["README.md", "run", "run.log.gz"]
     assert not (root / "nothing").exists()
+    assert [m.member for m in root.walk()] == [
+        "README.md", "run.log.gz", "run/iter_1/timing.json", "run/iter_2/timing.json"]
+    assert [m.member for m in run.walk()] == ["run/iter_1/timing.json", "run/iter_2/timing.json"]
     assert resolve(tmp_path / "exp.zip" / "README.md") == root / "README.md"
 
 
@@ -118,3 +129,27 @@ def test_the_sum_list_names_a_changed_an_unlisted_and_a_missing_archive(tmp_path
     assert problems[2].startswith("b.zip: SHA-256 ") and len(problems) == 3
     (folder / SUMS).write_text("not a digest  b.zip\n")
     assert "not '<sha256>  <name>'" in check_sums(folder)[0]
+
+
+def test_a_session_joins_its_experiments_archive_once_and_not_under_a_hold_name(tmp_path):
+    """tools/lent-gpus/archive_session.py: an imported session folder goes into the archive
+    under the name given, the list follows; the name again, or a hold's name, is refused."""
+    from _script_loader import load_script
+
+    tool = load_script("tools/lent-gpus/archive_session.py")
+    files = _files(tmp_path)
+    archives = tmp_path / "archives"
+    archives.mkdir()
+    session = tmp_path / "src"
+    tool.add_session("exp", session, "h200x1_2026-12-01", archives)
+    first = sha256(archives / "exp.zip")
+    tool.add_session("exp", session, "h100x1_2026-12-02", archives)
+    assert check_sums(archives) == [] and sha256(archives / "exp.zip") != first
+    names = [m.member for m in Member(archives / "exp.zip").walk()]
+    assert len(names) == 2 * len(files)
+    assert "h200x1_2026-12-01/run/iter_2/timing.json" in names
+    with pytest.raises(SystemExit, match="already has h200x1_2026-12-01/"):
+        tool.add_session("exp", session, "h200x1_2026-12-01", archives)
+    with pytest.raises(SystemExit, match="not a hold"):
+        tool.add_session("exp", session, "hold_h200x1", archives)
+    assert [m.member for m in Member(archives / "exp.zip").walk()] == names  # untouched

@@ -7,7 +7,7 @@
 # its grid ran once. Run at the repository root:
 #   bash tools/lent-gpus/import_lane.sh LANE DEST /work/.device/N1 /work/.device/N2 ...
 # (the hold's commands' files_at folders in order; DEST e.g.
-# benchmarks/results/gpu_small/entropy_h200x2_part1). Writes DEST/: <experiment>.json,
+# /tmp/import/h200x2_2026-12-01/entropy_s0; then archive_session.py). Writes DEST/: <experiment>.json,
 # gpu_small_status.txt, runs/ (no logs), <run>.log.gz, eval.log.gz, grid_cmd<k>.log,
 # prepare.log (a single-policy lane, SCRIPT=gpu_single_policy.sh: the export, train_<run>.log.gz
 # and eval_<run>.log.gz, and each run's last step instead of stage seconds); then write DEST/README.md (what ran, the commands, the stage seconds it prints).
@@ -15,7 +15,7 @@ set -eo pipefail
 [ $# -ge 3 ] || { echo "usage: import_lane.sh LANE DEST DEVICE_DIR..."; exit 2; }
 lane=$1 dest=$2
 shift 2
-[ -e "$dest" ] && { echo "import_hold: $dest exists; move it aside first"; exit 1; }
+[ -e "$dest" ] && { echo "import_lane: $dest exists; move it aside first"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 k=0
@@ -27,12 +27,12 @@ for d in "$@"; do
         tar xzf "$d/$lane.tgz" -C "$tmp/pack$k"
         b=$tmp/pack$k/$lane/bundle.tgz
     fi
-    [ -f "$b" ] || { echo "import_hold: no $lane/bundle.tgz in $d"; exit 1; }
+    [ -f "$b" ] || { echo "import_lane: no $lane/bundle.tgz in $d"; exit 1; }
     mkdir -p "$tmp/$k"
     tar xzf "$b" -C "$tmp/$k"
 done
 last=$tmp/$k
-ls "$last"/gpu_small_*.json > /dev/null 2>&1 || { echo "import_hold: no export in the last bundle"; exit 1; }
+ls "$last"/gpu_small_*.json > /dev/null 2>&1 || { echo "import_lane: no export in the last bundle"; exit 1; }
 mkdir -p "$dest"
 cp "$last"/gpu_small_*.json "$dest/"
 [ -f "$last/gpu_small_status.txt" ] && cp "$last/gpu_small_status.txt" "$dest/"
@@ -53,13 +53,13 @@ for i in $(seq 1 "$k"); do  # the shared warm-start's log, from the command that
     [ -f "$tmp/$i/gpu_small_prepare.log" ] && { cp "$tmp/$i/gpu_small_prepare.log" "$dest/prepare.log"; break; }
 done
 if [ ! -d "$dest/runs" ]; then  # single policy: each run's last step and its pace (tqdm's line)
-    echo "import_hold: $lane -> $dest ($(du -sh "$dest" | cut -f1)); steps:"
+    echo "import_lane: $lane -> $dest ($(du -sh "$dest" | cut -f1)); steps:"
     for f in "$last"/train_*.log; do
         [ -f "$f" ] && echo "$(basename "$f" .log): $(tr '\r' '\n' < "$f" | grep -E '[0-9]+/[0-9]+ \[' | tail -1)"
     done
     exit 0
 fi
-echo "import_hold: $lane -> $dest ($(du -sh "$dest" | cut -f1)); stage seconds:"
+echo "import_lane: $lane -> $dest ($(du -sh "$dest" | cut -f1)); stage seconds:"
 python3 - "$dest" <<'EOF'
 import json, sys
 from pathlib import Path

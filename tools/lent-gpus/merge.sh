@@ -1,5 +1,5 @@
 #!/bin/bash
-# How docs/results/gpu_small_main.json was made from the exports in this folder (run at
+# How docs/results/gpu_small_main.json was made from the exports in docs/results/archives/gpu_small_main.zip (run at
 # the repository root; tests/test_results.py checks that it gives the committed file):
 #   part 1 (4 x H100): seeds 0 and 1, iteration 1, and the base checkpoint's evaluation;
 #   part 2 (1 x H100): seed 2, iterations 1-3 and its final solvers' evaluation; then seed 0,

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The 4B entry (2 x H200, vLLM 0.25.1) from its attempts of 2026-11-27 (see the logs here):
+# The 4B entry (2 x H200, vLLM 0.25.1) from its attempts of 2026-11-27 (logs in docs/results/archives/paper_shape.zip):
 # attempt 1 ran the proposer stage (its counters went on in attempt 2's entry); attempt 2 ran
 # scoring beside a server orphaned by attempt 1 and ran out of memory in the solver; attempt 3
 # (same run folder) ran the solver, metrics and evaluation; attempt 4 (a fresh run folder,

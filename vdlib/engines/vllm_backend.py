@@ -398,7 +398,7 @@ def _driver_model(engine: Any) -> Any:
     """The model of an in-process engine's driver worker (None for an engine-core process),
     unwrapped from vLLM's CUDA-graph wrapper (``CUDAGraphWrapper``, not a module, holds it in
     ``runnable`` when the engine captures graphs; measured: the first fix looked for a module
-    there and found none, leak_probe2 in benchmarks/results/paper_shape/)."""
+    there and found none, leak_probe2 in docs/results/archives/paper_shape.zip)."""
     executor = getattr(engine, "model_executor", None)
     runner = getattr(getattr(executor, "driver_worker", None), "model_runner", None)
     model = getattr(runner, "model", None)

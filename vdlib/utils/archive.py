@@ -117,6 +117,14 @@ class Member:
             if "/" not in rel:
                 yield self / rel
 
+    def walk(self) -> Iterator[Member]:
+        """Every file below this folder, sorted by name (what :func:`write_archive` takes
+        back: ``{m.member: m.read_bytes() for m in Member(zip).walk()}``)."""
+        files = self._listing()[0]
+        for rel in self._below():
+            if (f"{self.member}/{rel}" if self.member else rel) in files:
+                yield self / rel
+
     def glob(self, pattern: str) -> Iterator[Member]:
         """Members whose path relative to this folder matches ``pattern`` one segment per
         ``/`` (``*`` does not cross a ``/``, as in :meth:`pathlib.Path.glob`; no ``**``)."""
@@ -158,9 +166,10 @@ def resolve(path: str | Path) -> Path | Member:
     return p
 
 
-def write_archive(files: Mapping[str, Path], dest: Path) -> str:
-    """Pack ``{member name: file}`` into the zip ``dest`` reproducibly (sorted members, one
-    timestamp and mode, deflate level 9) and return its SHA-256. Written to a temporary file
+def write_archive(files: Mapping[str, Path | bytes], dest: Path) -> str:
+    """Pack ``{member name: file or its bytes}`` into the zip ``dest`` reproducibly (sorted
+    members, one timestamp and mode, deflate level 9) and return its SHA-256: the same
+    contents give the same bytes, however they were gathered. Written to a temporary file
     beside ``dest`` and renamed, so a reader never sees half an archive."""
     bad = sorted(n for n in files if n.startswith("/") or ".." in n.split("/") or not n)
     if bad:
@@ -171,7 +180,9 @@ def write_archive(files: Mapping[str, Path], dest: Path) -> str:
             info = zipfile.ZipInfo(name, date_time=_DATE)
             info.external_attr, info.create_system = _MODE, 3
             info.compress_type = zipfile.ZIP_DEFLATED
-            zf.writestr(info, Path(files[name]).read_bytes(), compresslevel=9)
+            data = files[name]
+            zf.writestr(info, data if isinstance(data, bytes) else Path(data).read_bytes(),
+                        compresslevel=9)
     tmp.replace(dest)
     return sha256(dest)
 
