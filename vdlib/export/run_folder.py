@@ -12,7 +12,7 @@ is needed; only the folder itself), on disk or inside a committed evidence zip
   ``iter_<t>/<role>_model/``. Every file read is first checked against its record in the
   manifest (size, then SHA-256: :func:`vdlib.loop.run_state.read_recorded`), and the manifest's
   fingerprint against its own config (:func:`vdlib.loop.run_state.config_fingerprint`).
-- **an extract** as the GPU holds commit it (``benchmarks/gpu_small.py export``): only
+- **an extract** as the GPU holds commit it (``tools/lent-gpus/gpu_small.py export``): only
   ``iter_<t>/metrics.json`` and ``iter_<t>/questions.jsonl.gz`` (plus the trainers' logs), no
   config, no manifest, no checkpoint. What such a folder does not record (the config, its
   fingerprint, the versions) is left out of the export, and :attr:`RunFolder.not_recorded` says
@@ -49,7 +49,7 @@ ROLES = ("proposer", "solver")
 #: a questions file (or its decompressed extract) larger than this is refused unread
 QUESTIONS_MAX_BYTES = 1 << 30
 _SMALL_MAX_BYTES = 16 << 20  # metrics.json, curriculum.jsonl
-#: the compressed questions of an extract (``benchmarks/gpu_small.py export``)
+#: the compressed questions of an extract (``tools/lent-gpus/gpu_small.py export``)
 GZ_QUESTIONS_FILE = layout.QUESTIONS_FILE + ".gz"
 
 
