@@ -243,7 +243,12 @@ def test_invalid_counts_classify_each_generation_and_pool_the_seeds(tmp_path):
     arm and iteration over the runs (seeds) of each arm; the table prints the shares."""
     import gzip
 
-    from vdlib.report.results_invalid import check_invalid, count_invalid, invalid_table
+    from vdlib.report.results_invalid import (
+        check_invalid,
+        count_invalid,
+        invalid_table,
+        run_question_files,
+    )
 
     gens = [{"valid": True, "text": "x"},
             {"valid": False, "text": "<question>1+1?", "finish_reason": "length"},
@@ -259,8 +264,9 @@ def test_invalid_counts_classify_each_generation_and_pool_the_seeds(tmp_path):
             with gzip.open(run / f"iter_{t}" / "questions.jsonl.gz", "wt") as f:
                 mine = gens if arm == "vd75" else gens[:1]
                 f.write("".join(json.dumps(g) + "\n" for g in mine))
-        runs.append((arm, run))
+        runs.append((run.name, arm, run_question_files(run)))
     data = count_invalid(runs, "x")
+    assert data["runs"] == ["baseline-seed0", "vd75-seed0", "vd75-seed1"]
     assert [(r["arm"], r["iteration"]) for r in data["counts"]] == [
         ("vd75", 1), ("vd75", 2), ("baseline", 1), ("baseline", 2)]
     assert data["counts"][0] == {"arm": "vd75", "iteration": 1, "generations": 10, "valid": 2,
@@ -273,6 +279,22 @@ def test_invalid_counts_classify_each_generation_and_pool_the_seeds(tmp_path):
     data["counts"][0]["valid"] = 3
     with pytest.raises(ValueError, match=r"counts\[0\]: the class counts do not sum"):
         check_invalid("f", data)
+
+
+def test_the_committed_invalid_counts_are_count_invalid_of_the_archived_question_files():
+    """docs/results/invalid_questions.json is count_invalid over the question files of the runs
+    merge.sh merges, read in place from docs/results/archives/gpu_small_main.zip."""
+    from _script_loader import load_script
+
+    from vdlib.report.results_file import read_json_file
+    from vdlib.report.results_invalid import count_invalid
+
+    cq = load_script("benchmarks/committed_questions.py")
+    order = ("baseline", "vd85", "vd75")  # the main table's columns
+    runs = sorted(((f"{arm}-seed{seed}", arm, cq.iterations(run))
+                   for _, arm, seed, run in cq.runs([COMMITTED.stem])),
+                  key=lambda r: order.index(r[1]))
+    assert count_invalid(runs, COMMITTED.stem) == read_json_file(INVALID)
 
 
 @pytest.mark.skipif(not COMMITTED.exists(), reason="no committed GPU results yet")
@@ -413,6 +435,21 @@ def test_interim_evidence_keeps_the_trained_records_of_the_first_two_iterations(
                              for s in (0, 1) for t in (1, 2)]}
     vendi2 = [r for r in interim_table(reference, ev).splitlines() if r.startswith("| Vendi ↑ | 2")]
     assert vendi2 == ["| Vendi ↑ | 2 | " + " | ".join(["12.5 ± 0.5 (n=2)"] * 6) + " |"]
+
+
+def test_the_committed_interim_file_is_interim_evidence_of_the_archived_exports():
+    """docs/results/interim_phase_entropy.json is interim_evidence of the two partial exports
+    its ``source`` names, read in place from the experiments' archives."""
+    from vdlib.report.results_file import read_json_file
+    from vdlib.report.results_interim import interim_evidence
+    from vdlib.utils.archive import resolve
+
+    committed = read_json_file(ROOT / "docs" / "results" / "interim_phase_entropy.json")
+    sources = committed["source"].split(", ")
+    assert [s.split(".zip/")[0] for s in sources] == ["docs/results/archives/gpu_small_phase",
+                                                      "docs/results/archives/gpu_small_entropy"]
+    parts = [load_results(s, json.loads(resolve(ROOT / s).read_text())) for s in sources]
+    assert interim_evidence(parts, "gpu_small_main", committed["source"]) == committed
 
 
 def test_the_committed_interim_table_counts_the_partial_runs():

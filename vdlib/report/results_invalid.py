@@ -6,9 +6,9 @@ Each generation of a run-iteration (``iter_<t>/questions.jsonl.gz``: the parse v
 (:func:`classify`): valid; ``truncated`` (ran to the token limit); ``no closed question``
 (stopped, but no ``<question> ... </question>`` block); ``no answer`` (a block, but no
 ``\\boxed{}`` after it); ``other``. :func:`count_invalid` pools the counts over the seeds of each
-arm and iteration (the question files stay with the raw run records;
-``docs/results/invalid_questions.json`` holds the counts), and :func:`invalid_table` prints
-the percentages from that file alone.
+arm and iteration (the question files are in the experiment's archive,
+``docs/results/archives/<experiment>.zip``; ``docs/results/invalid_questions.json`` holds the
+counts), and :func:`invalid_table` prints the percentages from that file alone.
 
 >>> classify({"valid": False, "text": "<question>2+2?</question> no box", "finish_reason": "stop"})
 'no answer'
@@ -27,7 +27,8 @@ from vdlib.config import layout
 from vdlib.config.names import name_problem
 from vdlib.report.results_file import ResultsFileError
 
-__all__ = ["CLASSES", "KIND", "classify", "count_invalid", "check_invalid", "invalid_table"]
+__all__ = ["CLASSES", "KIND", "classify", "run_question_files", "count_invalid", "check_invalid",
+           "invalid_table"]
 
 #: the failure classes, in the order :func:`classify` tries them (the table's columns)
 CLASSES = ("valid", "truncated", "no closed question", "no answer", "other")
@@ -52,8 +53,8 @@ def classify(rec: Mapping[str, Any]) -> str:
     return "other"
 
 
-def _read_generations(path: Path) -> Iterable[dict[str, Any]]:
-    with gzip.open(path, "rt", encoding="utf-8") as src:
+def _read_generations(path: Any) -> Iterable[dict[str, Any]]:
+    with path.open("rb") as raw, gzip.open(raw, "rt", encoding="utf-8") as src:
         for n, line in enumerate(src, 1):
             if not line.strip():
                 continue
@@ -63,25 +64,33 @@ def _read_generations(path: Path) -> Iterable[dict[str, Any]]:
             yield rec
 
 
-def count_invalid(runs: Iterable[tuple[str, str | Path]], experiment: str) -> dict[str, Any]:
-    """The evidence file's value: for each ``(arm, run_dir)`` (arms in first-seen order), every
-    ``iter_<t>/questions.jsonl.gz`` classified (:func:`classify`) and counted, pooled over the
-    runs of an arm at each iteration: ``{"kind", "experiment", "classes", "runs", "counts":
-    [{"arm", "iteration", "generations", <class>: count, ...}]}``."""
+def run_question_files(run_dir: str | Path) -> list[tuple[int, Path]]:
+    """``(t, iter_<t>/questions.jsonl.gz)`` of every iteration of a run folder that has one."""
+    return [(t, folder / QUESTIONS_GZ)
+            for t, folder in layout.iteration_dirs(run_dir, QUESTIONS_GZ)]
+
+
+def count_invalid(runs: Iterable[tuple[str, str, Iterable[tuple[int, Any]]]],
+                  experiment: str) -> dict[str, Any]:
+    """The evidence file's value: for each run ``(run_id, arm, [(t, questions file), ...])``
+    (arms in first-seen order; a file is a path or an archive member,
+    :func:`vdlib.utils.archive.resolve`, each a gzipped ``questions.jsonl``; a run folder's:
+    :func:`run_question_files`), every generation classified (:func:`classify`) and counted,
+    pooled over the runs of an arm at each iteration: ``{"kind", "experiment", "classes",
+    "runs" (sorted), "counts": [{"arm", "iteration", "generations", <class>: count, ...}]}``."""
     counts: dict[tuple[str, int], collections.Counter] = {}
     names = []
-    for arm, run in runs:
-        run = Path(run)
-        names.append(run.name)
-        for t, folder in layout.iteration_dirs(run, QUESTIONS_GZ):
+    for run_id, arm, files in runs:
+        names.append(run_id)
+        for t, f in files:
             c = counts.setdefault((arm, t), collections.Counter())
-            c.update(classify(rec) for rec in _read_generations(folder / QUESTIONS_GZ))
+            c.update(classify(rec) for rec in _read_generations(f))
     arms = list(dict.fromkeys(arm for arm, _ in counts))
     rows = [{"arm": arm, "iteration": t, "generations": sum(counts[(arm, t)].values()),
              **{k: counts[(arm, t)][k] for k in CLASSES}}
             for arm in arms for t in sorted(t for a, t in counts if a == arm)]
     return {"kind": KIND, "experiment": experiment, "classes": list(CLASSES),
-            "runs": names, "counts": rows}
+            "runs": sorted(names), "counts": rows}
 
 
 def check_invalid(path: Any, data: Any) -> dict[str, Any]:
