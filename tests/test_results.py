@@ -159,11 +159,11 @@ def test_merge_results_a_rerun_supersedes_and_cut_evaluations_count_per_benchmar
 def _gpu_small_module():
     from _script_loader import load_script
 
-    return load_script("benchmarks/gpu_small.py")
+    return load_script("tools/lent-gpus/gpu_small.py")
 
 
 def test_an_iteration_cut_before_its_solver_phase_still_gives_its_generation_record(tmp_path):
-    """benchmarks/gpu_small.py export: a run that the machine hold stopped after iteration 2's
+    """tools/lent-gpus/gpu_small.py export: a run that the machine hold stopped after iteration 2's
     curriculum stage records that iteration too, marked partial, with the metrics stage's own
     numbers; merging counts it in the tables but not among the finished iterations."""
     from vdlib.config.experiment import load_params, save_params
@@ -203,7 +203,7 @@ def test_an_iteration_cut_before_its_solver_phase_still_gives_its_generation_rec
 
 
 def test_a_merge_part_can_be_limited_to_some_of_its_runs(tmp_path):
-    """benchmarks/gpu_small.py merge --parts FILE::RUN,RUN takes only those runs of a part (and
+    """tools/lent-gpus/gpu_small.py merge --parts FILE::RUN,RUN takes only those runs of a part (and
     its base record); a run the part lacks is an error naming what it has."""
     gs = _gpu_small_module()
     part = tmp_path / "part.json"
@@ -220,7 +220,7 @@ def test_a_merge_part_can_be_limited_to_some_of_its_runs(tmp_path):
 
 
 def test_only_runs_that_finished_their_last_iteration_have_final_solvers(tmp_path, caplog):
-    """benchmarks/gpu_small.py eval-runs evaluates a run's solver only once its last planned
+    """tools/lent-gpus/gpu_small.py eval-runs evaluates a run's solver only once its last planned
     iteration finished; a run cut in that iteration is named in a warning, not evaluated."""
     gs = _gpu_small_module()
     runs = {}

@@ -84,7 +84,7 @@ def test_contrasts_apply_only_to_pairs_the_file_holds_and_may_state_no_direction
 def test_a_merge_shares_runs_of_another_file_and_says_where_they_came_from(tmp_path):
     from _script_loader import load_script
 
-    gs = load_script("benchmarks/gpu_small.py")
+    gs = load_script("tools/lent-gpus/gpu_small.py")
     main = tmp_path / "main.json"
     main.write_text(json.dumps({
         "arms": ["baseline", "vd85", "vd75"], "card": "H100, H200",
@@ -145,9 +145,9 @@ def test_each_committed_results_file_reports_on_a_trimmed_copy(path, tmp_path):
 
 @pytest.mark.parametrize("path", COMMITTED + SINGLE, ids=lambda p: p.stem)
 def test_each_committed_results_file_is_the_merge_of_its_exports(path, tmp_path):
-    """benchmarks/results/gpu_small/<script> (gpu_small.py merge over the committed exports)
+    """tools/lent-gpus/<script> (gpu_small.py merge over the archived exports)
     gives the committed file."""
-    script = ROOT / "benchmarks" / "results" / "gpu_small" / MERGE_SCRIPTS[path.stem]
+    script = ROOT / "tools" / "lent-gpus" / MERGE_SCRIPTS[path.stem]
     out = tmp_path / "merged.json"
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     subprocess.run(["bash", str(script), str(out)], cwd=ROOT, env=env, check=True,
