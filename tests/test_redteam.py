@@ -12,7 +12,7 @@ import redteam_cases
 from redteam_cases import CASES, ITEMS
 
 ROOT = Path(__file__).resolve().parent.parent
-COMMITTED = ROOT / "benchmarks" / "results" / "redteam"
+COMMITTED = ROOT / "docs" / "results" / "redteam"
 
 
 def test_the_red_team_covers_every_item_with_at_least_36_cases():
