@@ -51,6 +51,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from vdlib.utils.archive import Member  # noqa: E402
+
 RESULTS = ROOT / "benchmarks" / "results"
 #: the main table's raw run records (docs/results/archives/, read in place)
 GPU_SMALL_MAIN = ROOT / "docs" / "results" / "archives" / "gpu_small_main.zip"
@@ -354,7 +355,8 @@ def profile_entry(lifetime: str) -> dict[str, Any]:
             "valid_fraction": round(valid, 3),
             "reward_answers_per_rollout": round(10 * valid, 2),
             "source": "the same arm and seed (baseline, seed 0) in "
-                      f"{rel(gpu_small('h100x1'))}, iterations 1-2 (questions.jsonl.gz, *_train.json); answer = the "
+                      f"{rel(gpu_small('h100x1'))}, iterations 1-2 (questions.jsonl.gz, "
+                      "*_train.json); answer = the "
                       f"mean of the profile's own throughput measurement ({tp['tokens']:,} "
                       "tokens / 2,560 answers); reward answers = 10 x the valid fraction",
             "check": f"these lengths give {predicted / 1e6:.2f}M generated tokens an iteration; "
@@ -569,7 +571,8 @@ SHAPES = {
 CARDS = {
     "h100": {"name": "NVIDIA H100 80GB HBM3", "memory_gib": 79.6,
              "source": "81,559 MiB as nvidia-smi reports an H100 80GB HBM3; vLLM found 78.66 GiB "
-                       "free on an empty one (docs/results/archives/gpu_small_main.zip/h100x1 logs)"},
+                       "free on an empty one "
+                       "(docs/results/archives/gpu_small_main.zip/h100x1 logs)"},
     "h200": {"name": "NVIDIA H200", "memory_gib": 140.4,
              "source": "143,771 MiB (benchmarks/results/gpu_throughput_1gpu_h200.log)"},
 }

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from vdlib.utils.archive import (SUMS, Member, check_sums, resolve, sha256, write_archive,
-                                 write_sums)
+from vdlib.utils.archive import SUMS, Member, check_sums, resolve, sha256, write_archive, write_sums
 
 ROOT = Path(__file__).resolve().parent.parent
 ARCHIVES = ROOT / "docs" / "results" / "archives"
