@@ -18,6 +18,10 @@ ARMS.add("train_only", {"vocab_dropout": {"alpha": 0.75, "phases": "train"}})
 ARMS.add("gen_only", {"vocab_dropout": {"alpha": 0.75, "phases": "gen"}})
 ARMS.add("anneal", {"vocab_dropout": {"alpha": 0.75, "alpha_final": 1.0, "schedule": "linear",
                                       "phases": "both"}})
+# issue 54 (vdlib's, not a paper arm): alpha starts at 0.75 and the controller of
+# vdlib.method.adaptive_alpha sets each later iteration's from the run's last metrics
+ARMS.add("adaptive", {"vocab_dropout": {"alpha": 0.75, "schedule": "adaptive",
+                                        "phases": "both"}})
 ARMS.add("kl_cov", {"vocab_dropout": {"alpha": 1.0}, "proposer": {"loss_variant": "kl_cov"}})
 # the committed gpu-small KL-Cov runs: old log-probs from a padded recompute, bit-identical to
 # the update's in bf16, so KL-Cov's term never acted (docs/experiments.md, "KL-Cov on-policy")

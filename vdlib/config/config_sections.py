@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from vdlib.config.config_adaptive import AdaptiveScheduleConfig
 from vdlib.config.config_evaluation import KNOWN_BENCHMARKS, EvaluationConfig, VerificationConfig
 from vdlib.config.config_fields import PAPER, RZERO, SETUP, VDLIB, param
 from vdlib.config.config_runtime import TRACKER_NAMES, EngineConfig, LauncherConfig
@@ -30,6 +31,7 @@ __all__ = [
     "ModelConfig",
     "GRPOConfig",
     "VocabDropoutConfig",
+    "AdaptiveScheduleConfig",
     "ScoringConfig",
     "CurriculumConfig",
     "EvaluationConfig",
@@ -210,11 +212,18 @@ class VocabDropoutConfig:
     """The mask: retention probability, schedule over iterations, and where it applies."""
 
     alpha: float = param(0.75, f"Retention probability of each non-protected token. {PAPER}: "
-                         "0.75 (arms: 0.85; baseline 1.0 = no mask).", gt=0, le=1)
-    schedule: str = param("fixed", "fixed alpha, or linear anneal from alpha to alpha_final "
+                         "0.75 (arms: 0.85; baseline 1.0 = no mask). The adaptive schedule "
+                         "starts here.", gt=0, le=1)
+    schedule: str = param("fixed", "fixed alpha; linear anneal from alpha to alpha_final "
                           "over the iterations (paper App. 'Annealed masking schedule': "
-                          "0.75 -> 1.0 over 5 iterations).", choices=("fixed", "linear"))
+                          "0.75 -> 1.0 over 5 iterations); or adaptive: alpha of the next "
+                          "iteration set from the last one's valid fraction and diversity "
+                          "(vocab_dropout.adaptive; vdlib's, not the paper's).",
+                          choices=("fixed", "linear", "adaptive"))
     alpha_final: float = param(1.0, "Final alpha of the linear schedule.", gt=0, le=1)
+    adaptive: AdaptiveScheduleConfig = field(
+        default_factory=AdaptiveScheduleConfig,
+        metadata={"help": "The adaptive schedule's settings (schedule: adaptive)."})
     phases: str = param("both", f"Where the mask applies: both (GRPO rollouts and curriculum "
                         f"generation, {SETUP}), train (rollouts only), gen (curriculum only), "
                         "none.", choices=("both", "train", "gen", "none"))

@@ -52,6 +52,7 @@ from vdlib.config.config_runtime import (
 )
 from vdlib.config.config_sections import (
     KNOWN_BENCHMARKS,
+    AdaptiveScheduleConfig,
     CurriculumConfig,
     EvaluationConfig,
     ExperimentConfig,
@@ -91,6 +92,7 @@ __all__ = [
     "ModelConfig",
     "GRPOConfig",
     "VocabDropoutConfig",
+    "AdaptiveScheduleConfig",
     "ScoringConfig",
     "CurriculumConfig",
     "EvaluationConfig",
@@ -323,6 +325,7 @@ def _validate_cross(cfg: ExperimentConfig) -> None:
             raise ConfigError(f"{role}.global_batch_size x num_generations / ppo_mini_batches = "
                               f"{per_step} must be a multiple of "
                               f"{role}.micro_batch_size_update = {g.micro_batch_size_update}")
+    _validate_adaptive(cfg)
     for i, b in enumerate(cfg.evaluation.benchmarks):
         if b not in KNOWN_BENCHMARKS:
             raise ConfigError(f"evaluation.benchmarks[{i}] = {b!r} is not a known benchmark; "
@@ -364,6 +367,21 @@ def _validate_cross(cfg: ExperimentConfig) -> None:
     if not re.match(r"^(auto|cpu|mps|cuda(:\d+)?)$", cfg.model.device):
         raise ConfigError(f"model.device = {cfg.model.device!r} is not allowed; allowed values: "
                           "auto, cpu, cuda, cuda:N, mps")
+
+
+def _validate_adaptive(cfg: ExperimentConfig) -> None:
+    """The adaptive alpha schedule's cross-key rules (vdlib.method.adaptive_alpha)."""
+    vd = cfg.vocab_dropout
+    if vd.schedule != "adaptive":
+        return
+    if vd.alpha < vd.adaptive.alpha_min:
+        raise ConfigError(f"vocab_dropout.alpha = {vd.alpha} < vocab_dropout.adaptive.alpha_min "
+                          f"= {vd.adaptive.alpha_min}; allowed: alpha_min <= alpha <= 1 (the "
+                          "adaptive schedule starts at alpha)")
+    if vd.adaptive.diversity_signal == "cumulative_vendi" and cfg.metrics.embedder == "none":
+        raise ConfigError("vocab_dropout.adaptive.diversity_signal = 'cumulative_vendi' needs "
+                          "an embedder, but metrics.embedder = 'none'; allowed values: "
+                          "self_bleu, or set metrics.embedder")
 
 
 def _check_output_dir(value: str) -> None:

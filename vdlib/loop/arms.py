@@ -7,6 +7,10 @@ An arm is a small dict merged over a base params dict (``arm_params``); its run 
 - ``vd85``, ``vd75``: vocabulary dropout in both phases with alpha 0.85 / 0.75.
 - ``train_only``, ``gen_only``: alpha 0.75 in GRPO rollouts only / curriculum generation only.
 - ``anneal``: linear alpha 0.75 -> 1.0 over the iterations (App. "Annealed masking schedule").
+- ``adaptive``: alpha 0.75 at iteration 1, then set each iteration from the last one's valid
+  fraction and cumulative Vendi growth by the bounded controller of
+  :mod:`vdlib.method.adaptive_alpha` (``vocab_dropout.schedule: adaptive``; issue 54, beyond
+  the paper's Sec. 7 "adaptive masks"; docs/schedules.md).
 - ``kl_cov``, ``clip_cov``: the entropy-control baselines on the proposer, no mask, "with
   all other training settings identical to the Baseline and VD arms" (App. "Entropy-control
   baselines"): the same rollouts and optimizer steps as ``baseline``. With the paper's one
@@ -45,7 +49,7 @@ An arm is a small dict merged over a base params dict (``arm_params``); its run 
 >>> arm_params({}, "vd99")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-vdlib.utils.registry.UnknownNameError: unknown arm 'vd99'; valid names: anneal, baseline, ...
+vdlib.utils.registry.UnknownNameError: unknown arm 'vd99'; valid names: adaptive, anneal, ...
 """
 
 from __future__ import annotations

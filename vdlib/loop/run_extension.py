@@ -7,7 +7,9 @@ With a fixed alpha (or a linear schedule whose ``alpha_final`` equals ``alpha``)
 depends on T; with an annealed schedule iteration 1 does not and every later one does (its
 alpha is ``alpha + (alpha_final - alpha) (t - 1) / (T - 1)``). So a changed T is allowed when
 every iteration the folder holds stage records for is within the new T and has the same alpha
-under both; the resumed run then continues after its last finished stage, and the folder's
+under both (the adaptive schedule never reads T: alpha of iteration t comes from the records of
+iterations 1 .. t-1, :mod:`vdlib.method.adaptive_alpha`, so any T keeps them); the resumed run
+then continues after its last finished stage, and the folder's
 ``config.yaml`` and fingerprint are written again for the new T. Anything else is refused,
 naming the iterations whose alpha would change (or that lie beyond the new T).
 
@@ -57,6 +59,8 @@ def iterations_change(recorded: Mapping[str, Any], new: Mapping[str, Any],
         return (f"the folder holds iteration{'s' if len(beyond) > 1 else ''} "
                 f"{', '.join(map(str, beyond))} beyond the new {new['iterations']}: a run is "
                 "not shortened below what it has done")
+    if all((c.get("vocab_dropout") or {}).get("schedule") == "adaptive" for c in (recorded, new)):
+        return None  # alpha from the run's records, never from T
     changed = [(t, _alpha(recorded, t), _alpha(new, t)) for t in done]
     changed = [(t, a, b) for t, a, b in changed if abs(a - b) > 1e-12]
     if changed:

@@ -10,8 +10,9 @@ them (the GRPO stages) or only the main process.
 
 Where things happen:
 - the vocabulary mask: :func:`vdlib.method.vocab_dropout.phase_mask` decides it per phase (``train``
-  for GRPO rollouts in :func:`proposer`, ``gen`` for :func:`generate`); the engines and the
-  trainer apply it;
+  for GRPO rollouts in :func:`proposer`, ``gen`` for :func:`generate`), its alpha from the
+  schedule and, for the adaptive one, the run's earlier metrics (:mod:`vdlib.loop.alpha_records`);
+  the engines and the trainer apply it;
 - the proposer reward: :class:`vdlib.loop.grpo_rewards.ProposerReward`, called by TRL inside
   :func:`proposer`, with the frozen solver's engine;
 - the difficulty window: :func:`vdlib.method.curriculum.filter_curriculum` in :func:`curriculum`.
@@ -28,6 +29,12 @@ from typing import Any
 
 from vdlib.engines.models import load_model, load_tokenizer
 from vdlib.engines.setting import rollout_llm_kwargs, rollout_mode, trl_vllm_args
+from vdlib.loop.alpha_records import (
+    alpha_history,
+    check_recorded_decision,
+    decision_record,
+    run_phase_alphas,
+)
 from vdlib.loop.distributed import (
     gather_to_main,
     is_main_process,
@@ -90,7 +97,8 @@ def _train_proposer(store: ModelStore, t: int, out: Path, solver_engine: Any) ->
 
     cfg, g = store.cfg, store.cfg.proposer
     model, tok = store.load_policy(store.proposer(t - 1), g)
-    vd = phase_mask(cfg, t, "train", tok, model=model)
+    history = alpha_history(cfg, store.run_dir, t)  # adaptive schedule: metrics of 1 .. t-1
+    vd = phase_mask(cfg, t, "train", tok, model=model, history=history)
     prompt = proposer_prompt(tok)
     prompts = [prompt] * (g.max_steps * g.rollout_batch_size)
     trainer_box: list[Any] = []
@@ -122,7 +130,8 @@ def _train_proposer(store: ModelStore, t: int, out: Path, solver_engine: Any) ->
     if is_main_process():
         write_jsonl(out / "proposer_rollouts.jsonl", merge_rank_records(per_rank))
         atomic_write_json(out / "proposer_train.json", {
-            "alpha_train": phase_alphas(cfg, t)["train"], "masked": vd is not None,
+            "alpha_train": phase_alphas(cfg, t, history)["train"], "masked": vd is not None,
+            **decision_record(cfg, history, t),
             "rollout_engine": rollout_mode(cfg.engine),
             "mask_log": trainer.mask_log, **split_timing(trainer.state.log_history)})
     store.save_model(trainer, tok, out / "proposer_model")
@@ -137,7 +146,8 @@ def generate(store: ModelStore, t: int, out: Path) -> None:
     cfg = store.cfg
     path = store.proposer(t)
     tok = load_tokenizer(path)
-    vd = phase_mask(cfg, t, "gen", tok, path=path)
+    check_recorded_decision(cfg, store.run_dir, t)
+    vd = phase_mask(cfg, t, "gen", tok, path=path, history=alpha_history(cfg, store.run_dir, t))
     with store.engine(path, cfg.curriculum.max_new_tokens, batch_size=cfg.curriculum.batch_size,
                       seed=derive_seed(cfg.seed, "generate-engine", t)) as engine:
         samples = generate_proposals(engine, tok, cfg.curriculum, seed=cfg.seed, iteration=t,
@@ -208,7 +218,7 @@ def metrics(store: ModelStore, t: int, out: Path) -> None:
     """The iteration's numbers (vdlib.metrics.run_metrics). Writes ``metrics.json``."""
     from vdlib.metrics.run_metrics import config_metric_kwargs, write_iteration_metrics
 
-    write_iteration_metrics(out, t, phase_alphas(store.cfg, t),
+    write_iteration_metrics(out, t, run_phase_alphas(store.cfg, store.run_dir, t),
                             tokenizer=load_tokenizer(store.proposer(t)),
                             **config_metric_kwargs(store.cfg))
 

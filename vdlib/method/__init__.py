@@ -2,6 +2,8 @@
 
 - :mod:`~vdlib.method.vocab_dropout`: the mask (seeded draw, protected ids, logits processors,
   schedules, phases);
+- :mod:`~vdlib.method.adaptive_alpha`: the adaptive alpha schedule's controller (vdlib's, issue
+  54: alpha of the next iteration from the last one's valid fraction and diversity);
 - :mod:`~vdlib.method.rewards`: the proposer reward (paper / R-Zero), total and solver rewards;
 - :mod:`~vdlib.method.bleu`, :mod:`~vdlib.method.bleu_penalty`: the exact pairwise BLEU kernel,
   R-Zero's BLEU-cluster repetition penalty;

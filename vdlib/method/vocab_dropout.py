@@ -49,6 +49,11 @@ True
 (True, False, True)
 >>> [round(alpha_at(t, 5, alpha=0.75, alpha_final=1.0, schedule="linear"), 4) for t in range(1, 6)]
 [0.75, 0.8125, 0.875, 0.9375, 1.0]
+
+Schedules (``vocab_dropout.schedule``, :data:`SCHEDULES`): ``fixed`` and ``linear`` are
+timetables (:func:`alpha_at`, a function of the iteration alone); ``adaptive`` reads the run's
+records: alpha of iteration t comes from the metrics of iterations 1 .. t-1 through the
+controller of :mod:`vdlib.method.adaptive_alpha` (:func:`iteration_alpha` with ``history``).
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ from typing import Any
 import torch
 from transformers import LogitsProcessor
 
+from vdlib.method.adaptive_alpha import AdaptiveSettings, AlphaDecision, adaptive_alpha
 from vdlib.method.seeding import derive_seed
 
 __all__ = [
@@ -70,6 +76,8 @@ __all__ = [
     "PHASES",
     "PHASE_SETTINGS",
     "iteration_alpha",
+    "alpha_decision",
+    "TIMETABLES",
     "phase_mask",
     "phase_alphas",
     "SCHEDULES",
@@ -87,7 +95,8 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_FORMAT_STRINGS = ("<question>", "</question>", "\\boxed{", "}")
 PHASE_SETTINGS = ("both", "train", "gen", "none")  # vocab_dropout.phases: where the mask acts
-SCHEDULES = ("fixed", "linear")
+TIMETABLES = ("fixed", "linear")  # schedules that depend on the iteration alone (alpha_at)
+SCHEDULES = (*TIMETABLES, "adaptive")  # adaptive: from the run's records (adaptive_alpha)
 WIDTHS = ("vocab_size", "len_tokenizer")  # vocab_dropout.width: the ids the draw covers
 PHASES = ("train", "gen")  # the mask phases: GRPO rollouts, curriculum generation
 
@@ -386,6 +395,10 @@ def alpha_at(iteration: int, iterations: int, *, alpha: float, alpha_final: floa
     first iteration to ``alpha_final`` at the last (paper: 0.75 -> 1.0 over 5 iterations)."""
     check_alpha(alpha)
     check_alpha(alpha_final, "alpha_final")
+    if schedule == "adaptive":
+        raise ValueError("schedule = 'adaptive' depends on the run's records, not the iteration "
+                         "alone; use iteration_alpha(cfg, t, history) or "
+                         "vdlib.method.adaptive_alpha.adaptive_alpha")
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule = {schedule!r} is not allowed; allowed values: "
                          f"{', '.join(SCHEDULES)}")
@@ -410,28 +423,50 @@ def mask_active(phases: str, phase: str) -> bool:
 # ----------------------------------------------------------------------------- a run's masks
 
 
-def iteration_alpha(cfg: Any, t: int) -> float:
-    """The schedule's alpha at iteration ``t`` (before the phase switch: see :func:`phase_mask`)."""
+def alpha_decision(cfg: Any, t: int, history: Sequence[Any] | None) -> AlphaDecision:
+    """The adaptive schedule's decision for iteration ``t`` from ``history``, the metrics
+    records (``metrics.json`` dicts) of iterations 1 .. t-1 (more are ignored); a ValueError
+    when fewer are given (the loop reads them from the run folder)."""
     vd = cfg.vocab_dropout
+    if vd.schedule != "adaptive":
+        raise ValueError(f"vocab_dropout.schedule = {vd.schedule!r} makes no decision; allowed "
+                         "values: adaptive")
+    history = list(history or ())
+    if len(history) < t - 1:
+        raise ValueError(f"the adaptive schedule needs the metrics of iterations 1 .. {t - 1} "
+                         f"for iteration {t}; got {len(history)}")
+    return adaptive_alpha(history[: t - 1], AdaptiveSettings.from_config(vd))
+
+
+def iteration_alpha(cfg: Any, t: int, history: Sequence[Any] | None = None) -> float:
+    """The schedule's alpha at iteration ``t`` (before the phase switch: see :func:`phase_mask`).
+    ``history``: the metrics records of iterations 1 .. t-1, read by the adaptive schedule only
+    (:func:`alpha_decision`)."""
+    vd = cfg.vocab_dropout
+    if vd.schedule == "adaptive":
+        return alpha_decision(cfg, t, history).alpha
     return alpha_at(t, cfg.iterations, alpha=vd.alpha, alpha_final=vd.alpha_final,
                     schedule=vd.schedule)
 
 
-def phase_alphas(cfg: Any, t: int) -> dict[str, float]:
+def phase_alphas(cfg: Any, t: int, history: Sequence[Any] | None = None) -> dict[str, float]:
     """The retention each mask phase uses at iteration ``t``: the schedule's alpha where
     ``vocab_dropout.phases`` turns the phase on, 1.0 (no mask) where it does not. This is what
-    the artifacts record as ``alpha_train`` and ``alpha_gen``."""
-    alpha = iteration_alpha(cfg, t)
+    the artifacts record as ``alpha_train`` and ``alpha_gen``. ``history``: as
+    :func:`iteration_alpha`."""
+    alpha = iteration_alpha(cfg, t, history)
     return {p: alpha if mask_active(cfg.vocab_dropout.phases, p) else 1.0 for p in PHASES}
 
 
 def phase_mask(cfg: Any, t: int, phase: str, tok: Any, *, model: Any = None,
-               path: str | None = None) -> VocabDropout | None:
+               path: str | None = None, history: Sequence[Any] | None = None
+               ) -> VocabDropout | None:
     """Iteration ``t``'s mask for ``phase`` (``train`` or ``gen``) over ``model``'s logits or,
     without loading weights, the checkpoint at ``path``; None when the phase is off or alpha
-    is 1 (the unmasked baseline runs without any processor)."""
+    is 1 (the unmasked baseline runs without any processor). ``history``: as
+    :func:`iteration_alpha`."""
     vd = cfg.vocab_dropout
-    alpha = phase_alphas(cfg, t)[phase]
+    alpha = phase_alphas(cfg, t, history)[phase]
     if alpha >= 1.0:
         return None
     if model is not None:
