@@ -74,6 +74,11 @@ def test_an_extract_exports_what_it_records_and_says_what_it_does_not(tmp_path):
     run = _extract(tmp_path / "hold")
     assert main(["export", str(run), "--to", str(tmp_path / "out")]) == 0
     _check(tmp_path / "out", tmp_path)
+    assert (tmp_path / "out" / "arrow" / "dataset_dict.json").is_file()
+    assert main(["export", str(run), "--to", str(tmp_path / "lean"), "--no-arrow"]) == 0
+    assert sorted(p.name for p in (tmp_path / "lean").iterdir()) == ["README.md", "data"]
+    assert "load_from_disk" not in (tmp_path / "lean" / "README.md").read_text()
+    _check(tmp_path / "lean", tmp_path)
 
 
 def test_an_extract_inside_an_evidence_zip_is_read_in_place(tmp_path):

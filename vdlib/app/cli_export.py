@@ -23,7 +23,7 @@ EXPORT_DESCRIPTION = (
     "load_from_disk(DIR/arrow) or vdlib.export.load_curricula(DIR). RUN_DIR may lie anywhere: "
     "a run folder (config.yaml, manifest.json: every file checked against its record) or a "
     "committed extract of one (iter_<t>/questions.jsonl.gz and metrics.json; what it does not "
-    "record is left out and the card says why). docs/experiments.md, 'Sharing curricula'.")
+    "record is left out and the card says why). docs/sharing.md.")
 
 
 def _iterations(text: str) -> list[int]:
@@ -46,7 +46,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     try:
         token = hub_token(args.push_to_hub) if args.push_to_hub else None  # before any work
         done = export_run(args.run_dir, args.to, checkpoints=args.checkpoints,
-                          iterations=args.iterations)
+                          iterations=args.iterations, arrow=not args.no_arrow)
         sys.stdout.write(f"{done.folder}: " + ", ".join(
             f"{s} {n} questions" for s, n in done.splits.items()) + "\n")
         for path in done.checkpoints:
@@ -72,6 +72,9 @@ def add_export_command(command: Callable[..., argparse.ArgumentParser]) -> None:
                     "DIR/checkpoints/iter_<t>/<role>_model/, each with a model card (README.md)")
     ex.add_argument("--iterations", type=_iterations, metavar="T,T",
                     help="only these iterations (default: every one; each must be finished)")
+    ex.add_argument("--no-arrow", action="store_true",
+                    help="skip DIR/arrow/ (load_from_disk's copy, about 3x the parquet files' "
+                    "size): the parquet files and the card alone, e.g. to commit as evidence")
     ex.add_argument("--push-to-hub", metavar="OWNER/NAME",
                     help="then upload README.md and data/ to this Hub dataset repository "
                     "(needs HF_TOKEN in the environment and a network; refused when "

@@ -1,6 +1,6 @@
 """A run's curricula shared as a Hugging Face ``datasets`` dataset (``vdlib export``), with a
 dataset card, a model card per exported checkpoint, a guarded push to the Hub, and the export
-read back for notebooks (docs/experiments.md, "Sharing curricula").
+read back for notebooks (docs/sharing.md).
 
 - :mod:`~vdlib.export.run_folder`: a run folder (or a committed extract of one) read and
   checked against its records;

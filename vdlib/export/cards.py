@@ -107,7 +107,7 @@ def _settings_line(prov: dict[str, Any]) -> str:
             f"{vd.get('alpha_final')}), phases `{vd.get('phases')}`.")
 
 
-def dataset_card(run: RunFolder, dataset: Any) -> str:
+def dataset_card(run: RunFolder, dataset: Any, arrow: bool = True) -> str:
     """The export's ``README.md``: metadata (the Hub's keys, ``configs`` naming each split's
     parquet file, and ``vdlib``: :func:`provenance`) and a text that says how to load it."""
     prov = provenance(run)
@@ -131,6 +131,8 @@ def dataset_card(run: RunFolder, dataset: Any) -> str:
         f"{it.metrics.get('alpha_gen')} |" for it in run.iterations)
     who = ", ".join(f"{k} `{prov[k]}`" for k in ("experiment", "arm", "seed") if k in prov)
     models = prov.get("models")
+    load_from_disk = (f'ds = load_from_disk("path/to/this/folder/{ARROW_DIR}")  # the Arrow copy '
+                      "(not pushed to the Hub)\n" if arrow else "")
     body = f"""# vdlib curricula: {run.name}
 
 Every question the proposer generated in each co-evolution iteration of the run `{run.name}`
@@ -151,11 +153,10 @@ Config fingerprint: `{prov.get('config_fingerprint', 'not recorded')}`.
 ## Load it
 
 ```python
-from datasets import load_dataset, load_from_disk
+from datasets import load_dataset{", load_from_disk" if arrow else ""}
 ds = load_dataset("parquet", data_files={{"{splits[0]}": "{PARQUET_DIR}/{splits[0]}.parquet"}})
 ds = load_dataset("path/to/this/folder")        # every split, from this card's `configs`
-ds = load_from_disk("path/to/this/folder/{ARROW_DIR}")  # the Arrow copy (not pushed to the Hub)
-# or: vdlib.export.load_curricula("path/to/this/folder"), curricula_frame(...) for pandas
+{load_from_disk}# vdlib: load_curricula("path/to/this/folder"); curricula_frame(...): pandas
 ```
 
 ## Columns

@@ -152,8 +152,9 @@ def build_dataset(run: RunFolder) -> Any:
                         for it in run.iterations})
 
 
-def write_dataset(dataset: Any, to: Path) -> dict[str, list[Path]]:
-    """``to/data/<split>.parquet`` and ``to/arrow/`` (``save_to_disk``); the files written."""
+def write_dataset(dataset: Any, to: Path, arrow: bool = True) -> dict[str, list[Path]]:
+    """``to/data/<split>.parquet`` and, with ``arrow``, ``to/arrow/`` (``save_to_disk``); the
+    files written."""
     data = to / PARQUET_DIR
     data.mkdir(parents=True, exist_ok=True)
     parquet = []
@@ -161,7 +162,8 @@ def write_dataset(dataset: Any, to: Path) -> dict[str, list[Path]]:
         path = data / f"{split}.parquet"
         ds.to_parquet(str(path))
         parquet.append(path)
-    dataset.save_to_disk(str(to / ARROW_DIR))
+    if arrow:
+        dataset.save_to_disk(str(to / ARROW_DIR))
     logger.debug("%d splits, %d rows -> %s", len(dataset),
-                sum(len(d) for d in dataset.values()), to)
-    return {"parquet": parquet, "arrow": sorted((to / ARROW_DIR).rglob("*"))}
+                 sum(len(d) for d in dataset.values()), to)
+    return {"parquet": parquet, "arrow": sorted((to / ARROW_DIR).rglob("*")) if arrow else []}

@@ -4,7 +4,8 @@
 
     README.md                       the dataset card (YAML metadata: the run's provenance)
     data/iter_<t>.parquet           one split per finished iteration
-    arrow/                          the same DatasetDict as save_to_disk wrote it
+    arrow/                          the same DatasetDict as save_to_disk wrote it (not with
+                                    --no-arrow, e.g. for an export committed as evidence)
     checkpoints/iter_<t>/<role>_model/README.md   with --checkpoints: each checkpoint and
                                                   its model card
 
@@ -98,10 +99,10 @@ def _copy_checkpoints(run: RunFolder, tmp: Path) -> list[Path]:
 
 
 def export_run(run_dir: str | os.PathLike, to: str | os.PathLike, *, checkpoints: bool = False,
-               iterations: list[int] | None = None) -> Export:
-    """Export the run folder ``run_dir`` into ``to`` (see the module docstring). Raises
-    :class:`ExportError` (one line) for a bad run folder or destination, before anything is
-    written."""
+               iterations: list[int] | None = None, arrow: bool = True) -> Export:
+    """Export the run folder ``run_dir`` into ``to`` (see the module docstring; ``arrow``:
+    write the ``load_from_disk`` copy too). Raises :class:`ExportError` (one line) for a bad
+    run folder or destination, before anything is written."""
     to = check_destination(to)
     run = read_run_folder(run_dir, iterations)
     if checkpoints and not any(it.checkpoints for it in run.iterations):
@@ -113,8 +114,8 @@ def export_run(run_dir: str | os.PathLike, to: str | os.PathLike, *, checkpoints
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
-        write_dataset(dataset, tmp)
-        (tmp / CARD_FILE).write_text(dataset_card(run, dataset), encoding="utf-8")
+        write_dataset(dataset, tmp, arrow)
+        (tmp / CARD_FILE).write_text(dataset_card(run, dataset, arrow), encoding="utf-8")
         copied = _copy_checkpoints(run, tmp) if checkpoints else []
         if to.is_dir():
             to.rmdir()  # empty (check_destination); a file appearing since fails here
