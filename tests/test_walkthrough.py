@@ -34,7 +34,8 @@ def test_mask_effect_matches_a_slow_reference(seed):
     q = [v / sum(kept) for v in kept]
     assert effect.entropy == pytest.approx(_entropy(p), rel=1e-4)
     assert effect.entropy_masked == pytest.approx(_entropy(q), rel=1e-4)
-    assert effect.effective_vocab == pytest.approx(math.exp(_entropy(p)), rel=1e-4)
+    assert effect.perplexity == pytest.approx(math.exp(_entropy(p)), rel=1e-4)
+    assert effect.perplexity_masked == pytest.approx(math.exp(_entropy(q)), rel=1e-4)
     assert effect.dropped_mass == pytest.approx(
         sum(x for x, a in zip(p, allowed.tolist(), strict=True) if not a), abs=1e-5)
     assert [i for i, _ in effect.top] == sorted(range(50), key=lambda i: -p[i])[:5]
@@ -120,6 +121,63 @@ def test_grpo_token_frame_agrees_with_the_losses():
             & ~picked["clipped"]).all()
     ratio = torch.exp(batch["logp"] - batch["old_logp"])[mask]
     assert tokens["ratio"].to_numpy() == pytest.approx(ratio.numpy())
+
+
+def test_grpo_loss_frame_adds_the_k3_term_to_every_variant_as_the_trainer_does():
+    """Each row's total is its policy term + its covariance term + beta x k3 (TRL's GRPO loss
+    and MaskedGRPOTrainer._cov_loss both add the KL term; token mean over the batch)."""
+    g = load_params({"profile": "tiny"}).proposer
+    rewards = torch.tensor([0.5, 0.4, 0.0, 0.0, 0.4, 0.4, 0.4, 0.4], dtype=torch.float64)
+    adv = grpo.group_advantages(rewards, group_size=4)
+    batch = walkthrough.toy_grpo_batch([6, 4, 5, 2, 6, 6, 3, 5], seed=0)
+    tokens, summary = walkthrough.grpo_token_frame(batch, adv, g, seed=0)
+    lp, old, ref, mask = batch["logp"], batch["old_logp"], batch["ref_logp"], batch["mask"]
+    k3 = grpo.k3_kl(lp, ref)
+    kl_tok, _ = grpo.kl_cov_loss(lp, old, adv, mask, g.kl_cov_k_frac, g.kl_cov_beta,
+                                 selected=torch.tensor(
+                                     tokens.pivot(index="seq", columns="pos",
+                                                  values="kl_cov").fillna(False)
+                                     .to_numpy(dtype=bool)))
+    trainer_like = float(grpo.token_mean(kl_tok + g.kl_beta * k3, mask))
+    assert summary["kl_cov_loss"] == pytest.approx(trainer_like, rel=1e-5)
+    frame = walkthrough.grpo_loss_frame(summary).set_index("variant")
+    assert list(frame.index) == ["GRPO", "KL-Cov", "Clip-Cov"]
+    assert (frame["beta x k3 to pi_ref"] == summary["kl_term"]).all() and summary["kl_term"] > 0
+    parts = frame["policy"] + frame["covariance term"] + frame["beta x k3 to pi_ref"]
+    assert parts.to_numpy() == pytest.approx(frame["total"].to_numpy(), rel=1e-5)
+    assert frame.loc["KL-Cov", "covariance term"] > 0
+    assert frame.loc[["KL-Cov", "Clip-Cov"], "role"].str.contains("proposer only").all()
+
+
+def test_phase_switch_frame_is_the_loops_phase_alphas():
+    cfg = load_params({"profile": "tiny", "vocab_dropout": {"alpha": 0.75}})
+    frame = walkthrough.phase_switch_frame(cfg).set_index("vocab_dropout.phases")
+    assert frame.to_dict("index") == {
+        "both": {"proposer GRPO rollouts (train)": 0.75, "curriculum generation (gen)": 0.75,
+                 "solver GRPO": 1.0},
+        "train": {"proposer GRPO rollouts (train)": 0.75, "curriculum generation (gen)": 1.0,
+                  "solver GRPO": 1.0},
+        "gen": {"proposer GRPO rollouts (train)": 1.0, "curriculum generation (gen)": 0.75,
+                "solver GRPO": 1.0},
+        "none": {"proposer GRPO rollouts (train)": 1.0, "curriculum generation (gen)": 1.0,
+                 "solver GRPO": 1.0}}
+    assert cfg.vocab_dropout.phases == "both"  # the caller's config is left as it was
+
+
+def test_schedule_frame_fixed_linear_and_adaptive():
+    from vdlib.method.adaptive_alpha import AdaptiveSettings, alpha_trajectory
+
+    frame = walkthrough.schedule_frame(0.75, 5)
+    assert frame["fixed"].tolist() == [0.75] * 5
+    assert frame["linear"].tolist() == [0.75, 0.8125, 0.875, 0.9375, 1.0]  # App. D.7
+    assert "adaptive" not in frame
+    history = [{"iteration": 1, "valid_fraction": 0.70, "cumulative_vendi": 44.0},
+               {"iteration": 2, "valid_fraction": 0.96, "cumulative_vendi": 44.5}]
+    decisions = alpha_trajectory(history, AdaptiveSettings(alpha=0.75))
+    with_adaptive = walkthrough.schedule_frame(0.75, 4, adaptive=decisions)
+    assert with_adaptive["adaptive"].tolist()[:3] == [d.alpha for d in decisions]
+    assert with_adaptive["adaptive rule"].tolist()[:3] == ["start", "raise", "lower"]
+    assert with_adaptive["adaptive"].isna().tolist() == [False, False, False, True]
 
 
 def test_filter_frame_is_the_curriculum_filter_under_both_targets():

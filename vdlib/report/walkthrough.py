@@ -6,11 +6,15 @@ Each function calls the modules that hold the method (:mod:`vdlib.method.vocab_d
 :mod:`vdlib.method.rewards`, :mod:`vdlib.method.bleu_penalty`, :mod:`vdlib.method.grpo`,
 :mod:`vdlib.method.curriculum`, :mod:`vdlib.metrics`) and lays out what they return. The only
 numbers computed here are views of one next-token distribution (:func:`mask_effect`: its entropy,
-its effective vocabulary ``exp(H)`` and its top tokens, before and after a mask) and a synthetic toy
-batch for GRPO (:func:`toy_grpo_batch`).
+its perplexity ``exp(H)`` and its top tokens, before and after a mask; not the paper's "effective
+vocabulary", the distinct tokens used over many generations, which
+:mod:`vdlib.report.mask_regimes` measures), a synthetic toy batch for GRPO
+(:func:`toy_grpo_batch`) and the loss of each variant on it as the loop's trainer adds it up
+(:func:`grpo_loss_frame`), and the alpha of each mask phase and iteration
+(:func:`phase_switch_frame`, :func:`schedule_frame`).
 
 >>> e = mask_effect(torch.log(torch.tensor([0.5, 0.25, 0.25])), torch.tensor([False, True, True]))
->>> round(e.dropped_mass, 3), round(e.effective_vocab_masked, 3), e.top_masked
+>>> round(e.dropped_mass, 3), round(e.perplexity_masked, 3), e.top_masked
 (0.5, 2.0, [(1, 0.5), (2, 0.5)])
 >>> curve = reward_curve(0.3, 0.7, points=11)
 >>> curve["reward"].round(2).tolist()
@@ -22,7 +26,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -33,7 +37,13 @@ from vdlib.method import grpo
 from vdlib.method.bleu_penalty import BleuClusters
 from vdlib.method.curriculum import filter_curriculum, in_window
 from vdlib.method.rewards import proposer_reward
-from vdlib.method.vocab_dropout import VocabDropout, apply_mask
+from vdlib.method.vocab_dropout import (
+    PHASE_SETTINGS,
+    VocabDropout,
+    alpha_at,
+    apply_mask,
+    phase_alphas,
+)
 from vdlib.report.drawing import figure_style, new_figure
 from vdlib.report.plots import PlotResult, save_figure
 
@@ -41,7 +51,8 @@ __all__ = ["MaskEffect", "mask_effect", "next_token_logits", "mask_effect_frame"
            "mask_effect_figure", "fresh_masks_frame", "completion_logprobs", "samples_frame",
            "logprob_frame", "reward_curve",
            "reward_figure", "bleu_figure", "toy_grpo_batch", "grpo_token_frame",
-           "covariance_figure", "filter_frame", "similarity_figure"]
+           "covariance_figure", "filter_frame", "similarity_figure", "grpo_loss_frame",
+           "phase_switch_frame", "schedule_frame"]
 
 DROPPED, KEPT, MASKED = "#DD8452", "#787878", "#4C72B0"  # the paper's Fig. 1: orange = masked
 
@@ -60,8 +71,10 @@ class MaskEffect:
 
     entropy: float  #: nats, of softmax(logits / temperature)
     entropy_masked: float  #: nats, of the distribution renormalised over the allowed ids
-    effective_vocab: float  #: exp(entropy): how many equally likely tokens it amounts to
-    effective_vocab_masked: float
+    #: exp(entropy), the perplexity: how many equally likely tokens this one distribution
+    #: amounts to (not the paper's effective vocabulary: distinct tokens over many generations)
+    perplexity: float
+    perplexity_masked: float
     dropped_mass: float  #: probability the unmasked distribution put on the dropped ids
     top: list[tuple[int, float]]  #: the k most probable (id, probability) without the mask
     top_masked: list[tuple[int, float]]  #: the same under the mask (renormalised)
@@ -69,8 +82,8 @@ class MaskEffect:
 
 def mask_effect(logits: torch.Tensor, allowed: torch.Tensor, k: int = 10,
                 temperature: float = 1.0) -> MaskEffect:
-    """Sec. "Vocabulary dropout", Eq. 2, on one distribution: ``logits`` (V,), ``allowed`` bool
-    (V,) (:meth:`VocabDropout.sample`) -> entropy, effective vocabulary and top-``k`` ids before
+    """Sec. "Vocabulary dropout", Eq. 4, on one distribution: ``logits`` (V,), ``allowed`` bool
+    (V,) (:meth:`VocabDropout.sample`) -> entropy, perplexity and top-``k`` ids before
     and after the dropped logits are set to -inf (:func:`vdlib.method.vocab_dropout.apply_mask`)."""
     if logits.dim() != 1 or allowed.shape != logits.shape:
         raise ValueError(f"logits (V,) and allowed (V,) expected, got {tuple(logits.shape)} "
@@ -124,10 +137,10 @@ def mask_effect_figure(effect: MaskEffect, allowed: torch.Tensor, tokenizer: Any
         left, right = axes[0]
         left.barh(data["token"], data["p"], color=[DROPPED if d else KEPT for d in data["dropped"]])
         left.set_title(f"no mask: H = {effect.entropy:.2f} nats, exp(H) = "
-                       f"{effect.effective_vocab:.0f}")
+                       f"{effect.perplexity:.0f}")
         right.barh(data["token under the mask"], data["p under the mask"], color=MASKED)
         right.set_title(f"mask: H = {effect.entropy_masked:.2f}, exp(H) = "
-                        f"{effect.effective_vocab_masked:.0f}")
+                        f"{effect.perplexity_masked:.0f}")
         for ax in (left, right):
             ax.invert_yaxis()
             ax.set_xlabel("next-token probability")
@@ -152,7 +165,7 @@ def fresh_masks_frame(vd: VocabDropout, seeds: Sequence[int], logits: torch.Tens
                      "overlap with the first": round(float((drawn & first).sum())
                                                      / float((drawn | first).sum()), 4),
                      "dropped mass": round(effect.dropped_mass, 4),
-                     "exp(H) under the mask": round(effect.effective_vocab_masked, 1),
+                     "exp(H) under the mask": round(effect.perplexity_masked, 1),
                      "top token under the mask": _token(tokenizer, effect.top_masked[0][0])})
     return pd.DataFrame(rows)
 
@@ -336,14 +349,43 @@ def grpo_token_frame(batch: Mapping[str, torch.Tensor], advantages: torch.Tensor
              "k3_kl": float(k3[i, j]), "covariance": float(cov[i, j]),
              "kl_cov": bool(kl_sel[i, j]), "clip_cov": bool(clip_sel[i, j])}
             for i, j in mask.nonzero().tolist()]
-    summary = {"grpo_loss": float(loss), "kl": float(stats["kl"]),
+    kl_term = g.kl_beta * float(stats["kl"])  # beta x token-mean k3: each variant adds it
+    summary = {"grpo_loss": float(loss), "kl": float(stats["kl"]), "kl_term": kl_term,
                "clip_fraction": float(stats["clip_fraction"]),
-               "kl_cov_loss": float(grpo.token_mean(kl_tok, mask)),
+               "grpo_policy": float(stats["policy_loss"]),
+               "kl_cov_policy": float(grpo.token_mean(kl_tok, mask) - kl_stats["penalty"]),
+               "kl_cov_penalty": float(kl_stats["penalty"]),
+               "kl_cov_loss": float(grpo.token_mean(kl_tok, mask)) + kl_term,
                "kl_cov_selected": int(kl_stats["n_selected"]),
-               "clip_cov_loss": float(grpo.token_mean(clip_tok, mask)),
+               "clip_cov_policy": float(grpo.token_mean(clip_tok, mask)),
+               "clip_cov_loss": float(grpo.token_mean(clip_tok, mask)) + kl_term,
                "clip_cov_selected": int(clip_stats["n_selected"]),
                "tokens": int(mask.sum())}
     return pd.DataFrame(rows), summary
+
+
+def grpo_loss_frame(summary: Mapping[str, float]) -> pd.DataFrame:
+    """The three loss variants of :func:`grpo_token_frame`'s ``summary`` side by side, each as
+    the loop's trainer adds it up (:class:`vdlib.loop.trainer.MaskedGRPOTrainer`: TRL's GRPO
+    loss, or ``_cov_loss``; token mean over the batch, TRL ``loss_type="dapo"``): the policy term
+    (on KL-Cov's selected tokens without their penalty), the covariance method's own term, and
+    beta x k3 KL to the reference, which every variant adds. KL-Cov's penalty is
+    ``|log pi - log pi_old|`` (the old policy, not the reference) and its policy term is
+    ``-A ratio`` without PPO's clip; KL-Cov and Clip-Cov are the paper's entropy-control
+    baselines, applied to the proposer only (App. B.4), not part of the method."""
+    s = summary
+    return pd.DataFrame([
+        {"variant": "GRPO", "role": "the method's update (proposer and solver)",
+         "policy term": "clipped surrogate (PPO clip)", "policy": s["grpo_policy"],
+         "covariance term": 0.0, "beta x k3 to pi_ref": s["kl_term"], "total": s["grpo_loss"]},
+        {"variant": "KL-Cov", "role": "baseline, proposer only (App. B.4)",
+         "policy term": "-A ratio, no clip; + kl_coef |log pi - log pi_old| on selected",
+         "policy": s["kl_cov_policy"], "covariance term": s["kl_cov_penalty"],
+         "beta x k3 to pi_ref": s["kl_term"], "total": s["kl_cov_loss"]},
+        {"variant": "Clip-Cov", "role": "baseline, proposer only (App. B.4)",
+         "policy term": "clipped surrogate; selected tokens' term set to 0 (no gradient)",
+         "policy": s["clip_cov_policy"], "covariance term": 0.0,
+         "beta x k3 to pi_ref": s["kl_term"], "total": s["clip_cov_loss"]}])
 
 
 def covariance_figure(tokens: pd.DataFrame, out_dir: str | os.PathLike | None = None,
@@ -386,3 +428,37 @@ def filter_frame(questions: Sequence[dict[str, Any]], tau_min: float, tau_max: f
                           "target (paper)": kept["proposer"].get(q["question"]),
                           "target (R-Zero)": kept["majority"].get(q["question"])}
                          for q in questions])
+
+
+# ----------------------------------------------------------------------------- the loop's alphas
+
+
+def phase_switch_frame(cfg: Any, iteration: int = 1) -> pd.DataFrame:
+    """One row per ``vocab_dropout.phases`` setting (:data:`PHASE_SETTINGS`): the alpha of the
+    proposer's GRPO rollouts (mask phase ``train``) and of its curriculum generation (``gen``) at
+    ``iteration``, as the loop takes them from :func:`vdlib.method.vocab_dropout.phase_alphas`
+    (1.0 = no mask), and the solver's, which no setting masks (Algorithm 1)."""
+    rows = []
+    for phases in PHASE_SETTINGS:
+        c = replace(cfg, vocab_dropout=replace(cfg.vocab_dropout, phases=phases))
+        a = phase_alphas(c, iteration)
+        rows.append({"vocab_dropout.phases": phases, "proposer GRPO rollouts (train)": a["train"],
+                     "curriculum generation (gen)": a["gen"], "solver GRPO": 1.0})
+    return pd.DataFrame(rows)
+
+
+def schedule_frame(alpha: float, iterations: int, alpha_final: float = 1.0,
+                   adaptive: Sequence[Any] = ()) -> pd.DataFrame:
+    """Alpha per iteration 1..``iterations`` under the fixed schedule and the linear anneal
+    (:func:`vdlib.method.vocab_dropout.alpha_at`), and, when given, an adaptive trajectory
+    (``adaptive``: decisions with ``.iteration``, ``.alpha`` and ``.rule``, e.g.
+    :func:`vdlib.method.adaptive_alpha.alpha_trajectory`'s)."""
+    rows = [{"iteration": t, "fixed": alpha_at(t, iterations, alpha=alpha),
+             "linear": round(alpha_at(t, iterations, alpha=alpha, alpha_final=alpha_final,
+                                      schedule="linear"), 6)} for t in range(1, iterations + 1)]
+    frame = pd.DataFrame(rows)
+    if adaptive:
+        by_t = {d.iteration: d for d in adaptive}
+        frame["adaptive"] = [by_t[t].alpha if t in by_t else None for t in frame["iteration"]]
+        frame["adaptive rule"] = [by_t[t].rule if t in by_t else None for t in frame["iteration"]]
+    return frame
