@@ -220,3 +220,20 @@ def test_curriculum_membership_is_the_runs_window_and_checked(tiny_run, tmp_path
     _rerecord(copy, 1, "curriculum.jsonl")
     err = _fails([str(copy), "--to", str(tmp_path / "o2"), "--iterations", "1"], capsys)
     assert "are not curriculum.jsonl's" in err
+
+
+def test_a_run_whose_manifest_holds_no_fingerprint_gets_it_from_config_yaml(tiny_run, tmp_path):
+    """A run made before the manifest held the fingerprint: computed from config.yaml the same
+    way, it is the fingerprint the run would have recorded, and the card says where it came
+    from."""
+    old = _light_copy(tiny_run, tmp_path / "old")
+    manifest = json.loads((old / "manifest.json").read_text())
+    recorded = manifest.pop("fingerprint")
+    del manifest["fingerprinted_config"]
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    to = tmp_path / "out"
+    assert main(["export", str(old), "--to", str(to), "--no-arrow"]) == 0
+    v = front_matter((to / "README.md").read_text())["vdlib"]
+    assert v["config_fingerprint"] == recorded
+    assert v["fingerprint_source"].startswith("computed from config.yaml")
+    assert v["vocab_dropout"]["alpha"] == 0.75 and v["models"]["proposer"] == "tiny-random"
