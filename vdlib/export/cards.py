@@ -191,7 +191,7 @@ def model_card(run: RunFolder, it: Iteration, role: str, previous: str) -> str:
             if role == "proposer" else "the solver after GRPO on this iteration's curriculum")
     body = f"""# vdlib {role}: {run.name}, iteration {it.t}
 
-{what.capitalize()}, from the co-evolution run `{run.name}`. Trained from `{previous}`.
+{what[0].upper() + what[1:]}, from the co-evolution run `{run.name}`. Trained from {previous}.
 {_settings_line(prov)}
 Config fingerprint: `{prov.get('config_fingerprint', 'not recorded')}`.
 Iteration {it.t}: {it.metrics.get('valid_questions')} valid questions of

@@ -58,7 +58,8 @@ COLUMN_HELP: dict[str, tuple[str, str]] = {
     "sample_seed": ("int64", "the sampling seed of the output's batch"),
     "mask_seed": ("int64", "the batch's vocabulary-mask seed (None: sampled without a mask)"),
     "alpha": ("float64", "the generation-phase keep rate alpha (1.0: no mask)"),
-    "solver_answers": ("list<string>", "the frozen solver's M answers (None: unparsed answer)"),
+    "solver_answers": ("list<string>", "the frozen solver's M extracted answers (empty: the "
+                                       "question did not parse; None: no answer extracted)"),
     "majority": ("string", "the solver answers' majority (None: no answer parsed)"),
     "acc": ("float64", "fraction of the M answers equal to the majority (the self-consistency)"),
     "proposer_agrees": ("bool", "the proposer's answer equals the majority"),

@@ -60,7 +60,7 @@ def check_destination(to: str | os.PathLike) -> Path:
 
 def _previous(run: RunFolder, t: int, role: str) -> str:
     if t > 1:
-        return layout.role_model_dir("", t - 1, role).as_posix() + f" (of the run {run.name})"
+        return layout.role_model_dir("", t - 1, role).as_posix() + " of this run"
     model = ((run.config or {}).get("model") or {})
     base = model.get(role) or model.get("proposer")
     warm = ((run.config or {}).get("warm_start") or {}).get("mode")
