@@ -9,6 +9,8 @@
     vdlib status outputs                                        # every run: stage, metrics
     vdlib plan params/gpu-small/main_table.yaml --card h200     # its cost, before anything loads
     vdlib notebooks run --profile tiny [--only 00_quickstart] [--seeds 0 1 2]  # papermill
+    vdlib notebooks run --profile gpu-small --only 01_main_table --set iterations=1 --arms vd75
+    vdlib notebooks merge A.json B.json --out C.json    # one experiment's results, two machines
     vdlib params check params/paper/base.yaml                   # validate, print resolved YAML
     vdlib params describe                                       # every parameter with its source
 
@@ -59,11 +61,16 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cmd_notebooks(args: argparse.Namespace) -> int:
-    from vdlib.app.notebooks import format_summary, run_notebooks
+    from vdlib.app.notebooks import format_summary, merge_command, run_notebooks
 
+    if args.action == "merge":
+        return merge_command(args.files, args.out)
+    if args.files:
+        sys.stderr.write("vdlib notebooks run: takes no files (merge does)\n")
+        return 2
     jobs = run_notebooks(args.profile, args.only, Path(args.notebooks_dir),
                          Path(args.params_dir), Path(args.output_dir), seeds=args.seeds,
-                         force=args.force, cwd=REPO_ROOT)
+                         force=args.force, cwd=REPO_ROOT, arms=args.arms, sets=args.set)
     sys.stdout.write(format_summary(jobs))
     return 1 if any(j.status == "failed" for j in jobs) else 0
 
@@ -369,9 +376,18 @@ def build_parser() -> argparse.ArgumentParser:
     st.set_defaults(func=_cmd_status)
 
     nb = command("notebooks", help="execute the experiment notebooks with papermill")
-    nb.add_argument("action", choices=["run"])
-    nb.add_argument("--profile", default="tiny", choices=list(PROFILE_PRESETS))
-    nb.add_argument("--only", nargs="+", help="notebook names, e.g. 00_quickstart")
+    nb.add_argument("action", choices=["run", "merge"], help="run: execute the notebooks; "
+                    "merge FILE... --out FILE: join one experiment's results JSONs")
+    nb.add_argument("files", nargs="*", help="merge: results JSONs, earliest first")
+    nb.add_argument("--out", help="merge: the joined results JSON")
+    nb.add_argument("--profile", default="tiny",
+                    help="a folder of --params-dir: tiny, gpu, gpu-small, paper")
+    nb.add_argument("--only", nargs="+", help="notebook names, e.g. 00_quickstart, or one "
+                    "variant, e.g. 01_main_table@fail_neg")
+    nb.add_argument("--set", action="append", metavar="KEY=VALUE",
+                    help="override a config key in every params file (YAML value; "
+                    "repeatable), e.g. --set curriculum.num_questions=64")
+    nb.add_argument("--arms", nargs="+", help="run only these arms of each params file")
     nb.add_argument("--notebooks-dir", default=str(REPO_ROOT / "notebooks"))
     nb.add_argument("--params-dir", default=str(REPO_ROOT / "params"))
     nb.add_argument("--output-dir", default=ExperimentConfig.output_dir,

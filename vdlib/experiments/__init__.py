@@ -9,6 +9,9 @@
   each table evaluates, pooling, the out-of-domain table, the judged scores);
 - :mod:`~vdlib.experiments.transfer`: notebook 03's curriculum transfer (verify, then train a
   fresh student).
+- :mod:`~vdlib.experiments.experiment_results`: the experiment's results JSON a notebook writes
+  (``<output_dir>/results/<experiment>.json``, docs/results' format) and the join of files made
+  on different machines (``vdlib notebooks merge``).
 
 What they write is read back and drawn by :mod:`vdlib.report`, which imports nothing of the
 loop or the grid.
