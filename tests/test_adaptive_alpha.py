@@ -52,19 +52,26 @@ def test_decisions_on_fixed_records():
 def test_lower_when_cumulative_vendi_stalls_and_hold_when_it_grows():
     history = [rec(1, 0.99, 40.0), rec(2, 0.97, 40.8), rec(3, 0.96, 44.0)]
     d = alpha_trajectory(history, AdaptiveSettings(alpha=0.9))
-    assert [(x.rule, x.alpha) for x in d] == [("start", 0.9), ("hold", 0.9), ("lower", 0.85),
-                                              ("hold", 0.85)]
+    # lowered by the headroom: 0.8 x (0.97 - 0.95) = 0.016 (below lower_step, 0.05)
+    assert [(x.rule, x.alpha) for x in d] == [("start", 0.9), ("hold", 0.9), ("lower", 0.884),
+                                              ("hold", 0.884)]
     assert d[2].inputs["vendi_growth"] == pytest.approx(0.02)  # 40 -> 40.8 < 3 %
     assert d[3].inputs["vendi_growth"] == pytest.approx(0.8 / 10.2, abs=1e-6)
     assert "no earlier iteration" in d[1].reason  # iteration 1 has nothing to grow from
+    # lower_step caps the step where the headroom is larger
+    wide = AdaptiveSettings(alpha=0.9, valid_target=0.5, lower_step=0.05)
+    assert next_alpha(0.9, rec(2, 0.99, 40.0), rec(1, 0.99, 40.0), wide).alpha == 0.85
+    # at the target there is no headroom: a stall holds
+    at = next_alpha(0.9, rec(2, 0.95, 40.0), rec(1, 0.99, 40.0), S)
+    assert (at.rule, at.alpha) == ("hold", 0.9) and "no room to lower" in at.reason
 
 
 def test_self_bleu_signal():
     s = AdaptiveSettings(alpha=1.0, diversity_signal="self_bleu")
     d = alpha_trajectory([rec(1, 0.99, bleu=0.30), rec(2, 0.99, bleu=0.32),
                           rec(3, 0.99, bleu=0.325)], s)
-    assert [(x.rule, x.alpha) for x in d] == [("start", 1.0), ("hold", 1.0), ("lower", 0.95),
-                                              ("hold", 0.95)]
+    assert [(x.rule, x.alpha) for x in d] == [("start", 1.0), ("hold", 1.0), ("lower", 0.968),
+                                              ("hold", 0.968)]
     assert d[2].inputs["self_bleu_rise"] == pytest.approx(0.02)
 
 
@@ -90,8 +97,11 @@ def test_bounds_hold_on_random_records():
             assert 0.8 <= d.alpha <= 1.0 and d.rule in RULES
             if d.rule == "raise":
                 assert d.alpha >= d.previous_alpha
-            if d.rule == "lower":
+            if d.rule == "lower":  # never more than the valid fraction's headroom buys
                 assert d.alpha <= d.previous_alpha
+                assert d.previous_alpha - d.alpha <= s.lower_step + 1e-9
+                assert d.previous_alpha - d.alpha <= \
+                    s.raise_gain * (d.inputs["valid_fraction"] - s.valid_target) + 1e-6
 
 
 def test_replay_is_deterministic_and_survives_json():
@@ -155,7 +165,7 @@ def test_schedule_functions_read_the_records_only_for_adaptive():
         iteration_alpha(cfg, 2)
     history = [rec(1, 0.7, 44.0), rec(2, 0.99, 44.1)]
     assert iteration_alpha(cfg, 2, history) == pytest.approx(0.95)
-    assert phase_alphas(cfg, 3, history) == {"train": 0.9, "gen": 0.9}
+    assert phase_alphas(cfg, 3, history) == {"train": 0.918, "gen": 0.918}
     gen_only = load_params({**arm_params({"profile": "tiny"}, "adaptive"),
                             "vocab_dropout": {"schedule": "adaptive", "phases": "gen"}})
     assert phase_alphas(gen_only, 2, history) == {"train": 1.0, "gen": 0.95}
@@ -269,7 +279,7 @@ def test_the_loop_reads_alpha_from_the_run_folders_records(tmp_path):
 
     cfg, run_dir = _fake_run(tmp_path, [0.7, 0.99])
     assert run_phase_alphas(cfg, run_dir, 2) == {"train": 0.95, "gen": 0.95}
-    assert run_phase_alphas(cfg, run_dir, 3) == {"train": 0.9, "gen": 0.9}  # 41 -> 42: 2.4 %
+    assert run_phase_alphas(cfg, run_dir, 3) == {"train": 0.918, "gen": 0.918}  # 41 -> 42
     record = decision_record(cfg, alpha_history(cfg, run_dir, 3), 3)
     assert record["alpha_decision"]["rule"] == "lower"
     (run_dir / "iter_3").mkdir()

@@ -13,12 +13,15 @@ there) and sets alpha for t + 1:
 1. **validity first.** If ``valid_fraction`` (valid questions / generated, of the K questions
    of iteration t) is below ``valid_target``, alpha rises in proportion to the shortfall:
    ``alpha + raise_gain * (valid_target - valid_fraction)``.
-2. **else diversity.** If the diversity signal stalled, alpha falls by ``lower_step``:
-   with ``diversity_signal = "cumulative_vendi"`` a stall is a relative growth of the
-   cumulative Vendi score (all valid questions so far) below ``min_vendi_growth``; with
-   ``"self_bleu"`` it is a rise of Self-BLEU (lower = more diverse) above
-   ``max_self_bleu_rise``. Both need an earlier iteration, so the decision after iteration 1
-   never lowers alpha.
+2. **else diversity, within the headroom.** If the diversity signal stalled, alpha falls by
+   ``min(lower_step, raise_gain * (valid_fraction - valid_target))``: at most ``lower_step``,
+   and no more than the valid fraction's margin above the target buys at the raise's own rate
+   (``raise_gain`` is the inverse of how fast the valid fraction falls with 1 - alpha), so a
+   lowering is not expected to take the next iteration below the target. With
+   ``diversity_signal = "cumulative_vendi"`` a stall is a relative growth of the cumulative
+   Vendi score (all valid questions so far) below ``min_vendi_growth``; with ``"self_bleu"`` it
+   is a rise of Self-BLEU (lower = more diverse) above ``max_self_bleu_rise``. Both need an
+   earlier iteration, so the decision after iteration 1 never lowers alpha.
 3. **else hold.** A signal that is missing (None: too few valid questions, no embedder) never
    moves alpha; the decision says which signal was missing.
 
@@ -36,9 +39,9 @@ Defaults and the committed gpu-small numbers that justify them: docs/schedules.m
 
 >>> s = AdaptiveSettings(alpha=0.75)
 >>> history = [{"iteration": 1, "valid_fraction": 0.70, "cumulative_vendi": 44.0},
-...            {"iteration": 2, "valid_fraction": 0.96, "cumulative_vendi": 44.5}]
+...            {"iteration": 2, "valid_fraction": 0.99, "cumulative_vendi": 44.5}]
 >>> [(d.iteration, d.alpha, d.rule) for d in alpha_trajectory(history, s)]
-[(1, 0.75, 'start'), (2, 0.95, 'raise'), (3, 0.9, 'lower')]
+[(1, 0.75, 'start'), (2, 0.95, 'raise'), (3, 0.918, 'lower')]
 >>> adaptive_alpha(history[:1], s).reason
 'valid_fraction 0.7 < valid_target 0.95: alpha 0.75 + 0.8 x 0.25 = 0.95'
 """
@@ -78,7 +81,7 @@ class AdaptiveSettings:
     alpha_min: float = 0.75  # lower bound (the upper bound is 1: no mask)
     valid_target: float = 0.95  # raise alpha when the valid fraction is below this
     raise_gain: float = 0.8  # alpha added per unit of valid-fraction shortfall
-    lower_step: float = 0.05  # alpha removed when diversity stalls
+    lower_step: float = 0.05  # most alpha removed when diversity stalls (within the headroom)
     diversity_signal: str = "cumulative_vendi"  # or "self_bleu"
     min_vendi_growth: float = 0.03  # cumulative Vendi growth below this (relative) = stall
     max_self_bleu_rise: float = 0.01  # Self-BLEU rise above this (absolute) = stall
@@ -194,10 +197,12 @@ def next_alpha(alpha: float, last: Mapping[str, Any], before: Mapping[str, Any] 
     stalled, why, more = _stall(last, before, s)
     inputs.update(more)
     if stalled:
-        lowered = _clip(s, alpha - s.lower_step)
-        return AlphaDecision(t + 1, lowered, "lower", f"{why}: alpha {alpha:g} - "
-                             f"{s.lower_step:g} -> {lowered:g} (floor {s.alpha_min:g})",
-                             alpha, inputs)
+        step = round(min(s.lower_step, s.raise_gain * (valid - s.valid_target)), _DIGITS)
+        lowered = _clip(s, alpha - step)
+        if lowered < _clip(s, alpha):
+            return AlphaDecision(t + 1, lowered, "lower", f"{why}: alpha {alpha:g} - {step:g} "
+                                 f"-> {lowered:g} (floor {s.alpha_min:g})", alpha, inputs)
+        why += f", but no room to lower (valid_fraction {valid:g}, floor {s.alpha_min:g})"
     return AlphaDecision(t + 1, _clip(s, alpha), "hold", why, alpha, inputs)
 
 

@@ -29,6 +29,7 @@ ARM_STYLE = {
     "anneal": ("#55A868", "-", "v"), "kl_cov": ("#8172B3", ":", "P"),
     "kl_cov_offpolicy": ("#8172B3", "-.", "p"),
     "clip_cov": ("#937860", ":", "X"), "vd85_gen": ("#DA8BC3", "-", "*"),
+    "adaptive": ("#C44E52", "-", "h"),
 }
 _RC = {"font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "xtick.labelsize": 9,
        "ytick.labelsize": 9, "legend.fontsize": 9}

@@ -43,7 +43,7 @@ logger = logging.getLogger(__name__)
 
 #: the order arms are shown in (others follow, alphabetically)
 ARM_ORDER = ["base", "baseline", "vd95", "vd85", "vd85_gen", "vd75", "train_only", "gen_only",
-             "anneal", "kl_cov", "kl_cov_offpolicy", "clip_cov"]
+             "anneal", "adaptive", "kl_cov", "kl_cov_offpolicy", "clip_cov"]
 
 #: an evaluation summary or correctness file larger than this is not read (a few KB each);
 #: reads are bounded, non-blocking, and a link must lead to a regular file (vdlib.utils.safe_read)
