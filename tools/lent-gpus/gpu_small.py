@@ -95,7 +95,7 @@ def partial_records(runs: dict) -> list[dict]:
     own function over that iteration's files; the metrics also go to ``metrics_partial.json``
     in the iteration folder."""
     from vdlib.engines.models import load_tokenizer
-    from vdlib.method.vocab_dropout import phase_alphas
+    from vdlib.loop.alpha_records import run_phase_alphas  # the adaptive schedule reads records
     from vdlib.metrics.run_metrics import compute_iteration_metrics, config_metric_kwargs
     from vdlib.utils.artifacts import atomic_write_json
 
@@ -109,7 +109,7 @@ def partial_records(runs: dict) -> list[dict]:
         previous = [f for s, f in layout.iteration_dirs(Path(run_dir)) if s < t]
         proposer = folder / "proposer_model"
         m = compute_iteration_metrics(  # the metrics stage's settings, without costly extras
-            folder, t, phase_alphas(rcfg, t), previous_dirs=previous,
+            folder, t, run_phase_alphas(rcfg, run_dir, t), previous_dirs=previous,
             tokenizer=load_tokenizer(str(proposer if proposer.is_dir() else rcfg.model.proposer)),
             **{**config_metric_kwargs(rcfg), "extra": ()})
         atomic_write_json(folder / PARTIAL_FILE, m)
