@@ -10,12 +10,13 @@ kind must satisfy (:func:`command_problems`):
   only their targets are checked.
 - ``vdlib ...`` in a bash block: the argument list parses with the real parser
   (``vdlib.app.cli.build_parser``), the params / results file it names is tracked by git (a fresh
-  clone has exactly the tracked files), and ``notebooks run --profile P --only NAME`` names a
-  notebook with a params file for P. The cheap offline ones also **run** here
-  (:data:`RUN_HERE`: ``vdlib plan``, ``params check``, ``params describe``, any ``--help``; and
-  under ``make test-slow``, 10 s of CPU each, ``results`` into a temporary folder and
-  ``status`` on an empty output folder); the GPU, grid and notebook commands are parsed and
-  their paths checked only.
+  clone has exactly the tracked files), and ``notebooks run`` passes every check the command
+  makes before a kernel starts (``vdlib.app.notebooks.plan_jobs``: notebooks, params files,
+  ``--arms``, ``--set``, ``--seeds``, each config validated). The cheap offline ones also
+  **run** here (:data:`RUN_HERE`: ``vdlib plan``, ``params check``, ``params describe``, any
+  ``--help``; and under ``make test-slow``, 10 s of CPU each, ``results`` into a temporary
+  folder and ``status`` on an empty output folder); the GPU, grid and notebook commands
+  (``make demo`` among them) are checked as above and not run.
 - an inline ``vdlib ...`` span names a command in prose (``vdlib plan --measure``): its
   subcommands and options must exist in the parser, its paths be tracked.
 - ``conda env create -f FILE`` / ``conda activate NAME``: FILE tracked, NAME the environment's
@@ -195,13 +196,28 @@ def vdlib_problems(argv: list[str], *, in_block: bool) -> list[str]:
         if value and not is_tracked(value):
             problems.append(f"{value} is not in the repository")
     if argv[:2] == ["notebooks", "run"]:
-        for name in ns.only or []:
-            params = f"params/{ns.profile}/{name.split('_', 1)[-1]}.yaml"
-            if not (is_tracked(f"notebooks/{name}.ipynb") and is_tracked(params)):
-                problems.append(f"no notebook {name} with {params}")
-        if not is_tracked(f"params/{ns.profile}"):
-            problems.append(f"no params/{ns.profile}/")
+        problems += notebooks_run_problems(ns)
     return problems
+
+
+def notebooks_run_problems(ns: argparse.Namespace) -> list[str]:
+    """What ``vdlib notebooks run`` checks before any kernel starts (its notebooks, params
+    files, variants, ``--arms``, ``--set`` and ``--seeds``, every config validated:
+    ``vdlib.app.notebooks.plan_jobs``), and that each params file is tracked."""
+    import tempfile
+
+    from vdlib.app.notebooks import plan_jobs
+
+    with tempfile.TemporaryDirectory() as out:
+        try:
+            jobs = plan_jobs(ns.profile, ns.only, Path(ns.notebooks_dir), Path(ns.params_dir),
+                             Path(out), ns.seeds, arms=ns.arms, sets=ns.set)
+        except SystemExit as refused:
+            return [f"notebooks run refused: {refused}"]
+    if not jobs:
+        return ["notebooks run plans no notebook"]
+    return [f"{job.params_file} is not in the repository" for job in jobs
+            if not is_tracked(str(job.params_file.relative_to(ROOT)))]
 
 
 def make_targets() -> set[str]:
@@ -396,7 +412,10 @@ def test_the_plan_figure_readme_quotes():
      "does not parse"),
     ("vdlib grid params/gpu-small/main_table.yaml --dry-run",
      "vdlib grid params/gpu-small/main_tabel.yaml --dry-run", "not in the repository"),
-    ("--only 01_main_table", "--only 01_main_tables", "no notebook"),
+    ("--only 01_main_table", "--only 01_main_tables", "unknown notebook"),
+    ("--set curriculum.num_questions=64", "--set curriculum.num_question=64", "refused"),
+    ("--arms baseline vd75", "--arms baseline vd57", "refused"),
+    ("--profile paper ", "--profile papers ", "unknown profile"),
     ("--card h100 --gpus 3", "--card h100 --gpu-count 3", "does not parse"),
     ("make test ", "make tests ", "no make target"),
     ("make lab ", "make jupyter ", "no make target"),
