@@ -234,7 +234,7 @@ class Stop(Exception):
     pass
 
 
-@pytest.mark.slow  # 2-7 minutes on 2 shared cores: two 2-iteration runs of the random model
+@pytest.mark.slow  # 354 s and 463 s measured on 2 shared cores: two 2-iteration runs
 def test_tiny_run_records_the_trajectory_and_resumes_to_the_same_alphas(tmp_path):
     whole = run(tiny_adaptive(tmp_path / "a")).run_dir
     got = _trajectory(whole, 2)
