@@ -34,9 +34,10 @@ RUN_DIRS: dict[str, list[str]] = {
                        for s, where in ((0, "h200x2_2026-11-28/main_s0/runs"), (1, "h200x1"),
                                         (2, "h100x1"))
                        for arm in ("baseline", "vd75", "vd85")],
-    # merge_entropy.sh
+    # merge_entropy.sh (the 2026-11-28 KL-Cov runs are merged as the arm kl_cov_inert)
     "gpu_small_entropy": [f"h200x4_2026-11-28/entropy_s{s}/runs/{arm}-seed{s}"
-                          for s in (0, 1, 2) for arm in ("kl_cov", "clip_cov")],
+                          for s in (0, 1, 2) for arm in ("kl_cov", "clip_cov")]
+    + [f"h200x1_2026-12-02/kl_cov_s{s}/runs/kl_cov-seed{s}" for s in (0, 1, 2)],
     # merge_failneg.sh
     "gpu_small_fail_neg": [f"{where}/runs/{arm}-seed{s}"
                            for s, where in ((0, "h200x4_2026-11-28/failneg_s0"),
@@ -53,6 +54,9 @@ RUN_DIRS: dict[str, list[str]] = {
 }
 
 _RUN = re.compile(r"(?P<arm>[a-z0-9_]+)-seed(?P<seed>\d+)")
+#: run folders whose arm the merge renamed (``merge_entropy.sh --rename-arm``): folder prefix ->
+#: (arm in the folder's name, arm in docs/results)
+RENAMED = {("gpu_small_entropy", "h200x4_2026-11-28/"): ("kl_cov", "kl_cov_inert")}
 
 
 def runs(experiments: list[str] | None = None) -> Iterator[tuple[str, str, int, Member]]:
@@ -66,7 +70,11 @@ def runs(experiments: list[str] | None = None) -> Iterator[tuple[str, str, int, 
             path = Member(ARCHIVES / f"{experiment}.zip", d)
             if not path.is_dir():
                 raise FileNotFoundError(f"{path}: a committed run folder is missing")
-            yield experiment, m["arm"], int(m["seed"]), path
+            arm = m["arm"]
+            for (exp, prefix), (was, now) in RENAMED.items():
+                if exp == experiment and d.startswith(prefix) and arm == was:
+                    arm = now
+            yield experiment, arm, int(m["seed"]), path
 
 
 def iterations(run_dir: Member) -> list[tuple[int, Member]]:

@@ -44,6 +44,7 @@ from vdlib.config.experiment import load_params
 from vdlib.evaluation import EvalSummary
 from vdlib.experiments.evaluate import evaluate_base, evaluate_runs, read_evaluation
 from vdlib.grid.launch import plan_grid
+from vdlib.metrics.cov_activity import backfill_cov_fields
 from vdlib.report.results import (
     PASS1_PREFIX,
     RECORD_FIELDS,
@@ -181,8 +182,48 @@ def _load_part(spec: str) -> dict:
     return data
 
 
+def _cov_from_runs(data: dict, path: str) -> None:
+    """KL-Cov / Clip-Cov records exported before they carried their activity get it from the
+    part's own run folders (``<part dir>/runs/<arm>-seed<s>/iter_<t>/proposer_train.json``,
+    read in place through an archive): :func:`vdlib.metrics.cov_activity.backfill_cov_fields`."""
+    runs = Path(path).parent / "runs"
+
+    def read_log(arm: str, seed: int, t: int) -> list | None:
+        f = resolve(str(runs / layout.arm_run_id(arm, seed) / f"iter_{t}" / "proposer_train.json"))
+        if not f.exists():
+            return None
+        return json.loads(f.read_text(encoding="utf-8")).get("log_history")
+
+    n = backfill_cov_fields(data["records"], read_log)
+    logger.info("%s: KL-Cov / Clip-Cov activity added to %d records from its runs", path, n)
+
+
+def _rename_arm(data: dict, old: str, new: str, path: str) -> None:
+    """Arm ``old`` of a part as ``new`` (e.g. the KL-Cov runs that never acted as
+    ``kl_cov_inert``); its runs keep their folders, which the part's ``source`` names."""
+    if old not in {r["arm"] for r in data["records"]}:
+        raise SystemExit(f"--rename-arm {path} {old} {new}: no arm {old!r} in that part")
+    for r in data["records"]:
+        if r["arm"] == old:
+            r["arm"] = new
+    data["arms"] = [new if a == old else a for a in data.get("arms") or []]
+
+
 def _merge(args: argparse.Namespace) -> int:
-    data = merge_results([_load_part(f) for f in args.parts])
+    parts = []
+    for spec in args.parts:
+        part = _load_part(spec)
+        path = spec.partition("::")[0]
+        if args.cov_from_runs:
+            _cov_from_runs(part, path)
+        for file, old, new in args.rename_arm or []:
+            if file == path:
+                _rename_arm(part, old, new, path)
+        parts.append(part)
+    unknown = {f for f, _, _ in args.rename_arm or []} - {s.partition("::")[0] for s in args.parts}
+    if unknown:
+        raise SystemExit(f"--rename-arm: {sorted(unknown)} is not one of the --parts")
+    data = merge_results(parts)
     cfg = load_params(args.params)
     for arm, seed, log in args.eval_log or []:
         recs = [r for r in data["records"] if r["arm"] == arm and r["seed"] == int(seed)]
@@ -241,6 +282,11 @@ def main() -> int:
                    help="merge: set a top-level field (e.g. completed, solver_eval)")
     p.add_argument("--eval-log", nargs=3, action="append", metavar=("ARM", "SEED", "LOG"),
                    help="merge: pass@1 of a cut-short evaluation, from its log (repeatable)")
+    p.add_argument("--rename-arm", nargs=3, action="append", metavar=("FILE", "OLD", "NEW"),
+                   help="merge: arm OLD of the part FILE as NEW (repeatable)")
+    p.add_argument("--cov-from-runs", action="store_true",
+                   help="merge: KL-Cov / Clip-Cov records without their activity get it from "
+                        "the part's runs/<run>/iter_<t>/proposer_train.json")
     args = p.parse_args()
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

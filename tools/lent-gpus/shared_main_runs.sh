@@ -9,7 +9,8 @@ SHARED_NOTE="baseline and vd75 (every seed): the main table's runs (docs/results
 merge_ablation() {
     local params=$1 experiment=$2 date=$3 completed=$4 solver_eval=$5 out=$6
     shift 6
-    python tools/lent-gpus/gpu_small.py merge "$params" --parts "$SHARED_PART" "$@" \
+    # MERGE_OPTS: further merge options (e.g. --rename-arm, --cov-from-runs), word-split
+    python tools/lent-gpus/gpu_small.py merge "$params" --parts "$SHARED_PART" "$@" $MERGE_OPTS \
         --note experiment "$experiment" \
         --note params "$params" \
         --note shared_runs "$SHARED_NOTE" \

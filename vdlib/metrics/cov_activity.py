@@ -19,11 +19,11 @@ that never acted, or whose records cannot say.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 __all__ = ["COV_VARIANTS", "COV_RECORD_FIELDS", "cov_steps", "cov_iteration_stats",
-           "inactive_cov_warnings"]
+           "backfill_cov_fields", "inactive_cov_warnings"]
 
 #: the loss variants whose activity is tracked, and the stat that says a step acted
 COV_VARIANTS = {"kl_cov": "n_active", "clip_cov": "n_selected"}
@@ -98,6 +98,34 @@ def _cov_arm(arm: str) -> str | None:
         return None
     variant = (ARMS.get(arm).get("proposer") or {}).get("loss_variant")
     return variant if variant in COV_VARIANTS else None
+
+
+def backfill_cov_fields(records: Iterable[Any],
+                        read_log: Callable[[str, int, int], Sequence[Any] | None]) -> int:
+    """Add :data:`COV_RECORD_FIELDS` in place to the KL-Cov / Clip-Cov records that were
+    exported before they existed, from their proposer logs: ``read_log(arm, seed, iteration)``
+    returns that iteration's ``log_history`` (None where it has none). Records that already
+    carry ``cov_steps``, other arms and the ``base`` record are left as they are. Returns how
+    many records gained the fields.
+
+    >>> recs = [{"arm": "clip_cov", "seed": 0, "iteration": 1}, {"arm": "baseline", "seed": 0,
+    ...         "iteration": 1}]
+    >>> log = [{"step": 1, "clip_cov/n_selected": 2.0, "clip_cov/selected_fraction": 0.5}]
+    >>> backfill_cov_fields(recs, lambda a, s, t: log), recs[0]["cov_active_steps"]
+    (1, 1)
+    >>> "cov_steps" in recs[1]
+    False
+    """
+    added = 0
+    for r in records:
+        if not isinstance(r, dict) or "cov_steps" in r or _cov_arm(str(r.get("arm"))) is None:
+            continue
+        log = read_log(r["arm"], int(r["seed"]), int(r["iteration"]))
+        stats = cov_iteration_stats(log) if log else {}
+        if stats:
+            r.update(stats)
+            added += 1
+    return added
 
 
 def inactive_cov_warnings(records: Iterable[Any]) -> list[str]:

@@ -35,7 +35,8 @@ PAPER_SCALES = ("Qwen3-4B", "Qwen3-8B")
 ARM_LABELS = {
     "base": "Base (no training)", "baseline": "Baseline", "vd85": "VD85", "vd75": "VD75",
     "vd95": "VD95", "train_only": "Train-only", "gen_only": "Gen-only", "anneal": "VD75 (anneal)",
-    "kl_cov": "KL-Cov", "kl_cov_offpolicy": "KL-Cov (off-policy)", "clip_cov": "Clip-Cov",
+    "kl_cov": "KL-Cov", "kl_cov_inert": "KL-Cov (inert)",
+    "kl_cov_offpolicy": "KL-Cov (off-policy)", "clip_cov": "Clip-Cov",
     "vd85_gen": "VD85 (gen-only)", "baseline_fail_neg": "Baseline (failure -1)",
     "vd75_fail_neg": "VD75 (failure -1)", "adaptive": "VD (adaptive)",
     "delta": "Delta (VD - baseline)",

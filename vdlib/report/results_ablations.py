@@ -37,6 +37,12 @@ METRICS = {"valid_fraction": ("valid fraction", 3), "self_bleu": ("Self-BLEU ↓
            "kept_fraction": ("kept fraction (proposer's training mask)", 3)}
 PASS1 = {"pass1_gsm8k": ("GSM8K pass@1 (%)", 2), "pass1_math500": ("MATH500 pass@1 (%)", 2)}
 GROWTH = ("cumulative Vendi growth ↑", 2)
+#: KL-Cov's and Clip-Cov's activity (:mod:`vdlib.metrics.cov_activity`), per iteration the
+#: seeds' mean of each iteration's per-step mean; rows only where a record carries them
+ACTIVITY = {"kl_cov_active_fraction": ("KL-Cov: selected tokens with log π ≠ log π_old", 3),
+            "kl_cov_penalty": ("KL-Cov: penalty (loss term)", 6),
+            "kl_cov_grad_ratio": ("KL-Cov: penalty's / policy term's gradient", 3),
+            "clip_cov_selected_fraction": ("Clip-Cov: share of tokens cut", 4)}
 TESTED = ("valid_fraction", "self_bleu", "vendi", "growth", "pass1_gsm8k", "pass1_math500")
 #: the results file a shared run came from, as the runs map's ``source`` names it
 MAIN = "gpu_small_main"
@@ -58,9 +64,10 @@ ABLATIONS = {
                                  ("vd75", "train_only"))),
     "gpu_small_anneal": Ablation(("baseline", "vd75", "anneal"),
                                  (("anneal", "vd75"), ("anneal", "baseline"))),
-    "gpu_small_entropy": Ablation(("baseline", "vd75", "kl_cov", "clip_cov"),
-                                  (("kl_cov", "baseline"), ("clip_cov", "baseline"),
-                                   ("vd75", "kl_cov"), ("vd75", "clip_cov"))),
+    "gpu_small_entropy": Ablation(("baseline", "vd75", "kl_cov", "kl_cov_inert", "clip_cov"),
+                                  (("kl_cov", "baseline"), ("kl_cov", "kl_cov_inert"),
+                                   ("clip_cov", "baseline"), ("vd75", "kl_cov"),
+                                   ("vd75", "clip_cov"))),
     "gpu_small_fail_neg": Ablation(("baseline", "vd75", "baseline_fail_neg", "vd75_fail_neg"),
                                    (("baseline_fail_neg", "baseline"), ("vd75_fail_neg", "vd75"),
                                     ("vd75_fail_neg", "baseline_fail_neg"))),
@@ -154,6 +161,11 @@ def ablation_block(data: Mapping[str, Any], stem: str) -> str:
         for i, t in enumerate(x.iterations):
             lines.append(f"| {label if i == 0 else ''} | {t} | "
                          + " | ".join(x.cell(a, metric, t, d) for a in ab.arms) + " |")
+    for metric, (label, d) in ACTIVITY.items():
+        if any(x.by_seed(a, metric, t) for a in ab.arms for t in x.iterations):
+            for i, t in enumerate(x.iterations):
+                lines.append(f"| {label if i == 0 else ''} | {t} | "
+                             + " | ".join(x.cell(a, metric, t, d) for a in ab.arms) + " |")
     for metric, (label, d) in PASS1.items():
         lines.append(f"| {label} | {last} | "
                      + " | ".join(x.cell(a, metric, last, d) for a in ab.arms) + " |")
