@@ -259,3 +259,37 @@ def test_merge_refuses_mixed_formats_and_bad_input_in_one_line(tmp_path, capsys)
     assert vdlib.app.cli.main(["notebooks", "merge", missing, "--out", str(tmp_path / "o")]) == 2
     assert capsys.readouterr().err.count("\n") == 1
     assert not (tmp_path / "o.json").exists() and not (tmp_path / "o").exists()
+
+
+# ----------------------------------------------------------------------------- one or more GPUs
+
+
+@pytest.mark.parametrize("gpus, launched", [(["0"], False), (["0", "1"], True)])
+def test_gpu_runs_spread_over_several_visible_gpus_and_run_here_on_one(gpus, launched,
+                                                                        monkeypatch, tmp_path):
+    """run_grid, as the notebooks call it: the GPU runs of a grid go through vdlib grid's local
+    launcher when this process sees several GPUs, and run in this process on one."""
+    import vdlib.grid.grid_run
+    import vdlib.grid.launch
+    import vdlib.loop.coevolution
+    from vdlib.experiments import grids
+    from vdlib.grid.grid_run import GridRun
+
+    cfg = load_params(ROOT / "params/gpu-small/main_table.yaml",
+                      {"output_dir": str(tmp_path), "seeds": [0], "arms": ["baseline", "vd75"]})
+    calls = []
+    monkeypatch.setattr(vdlib.grid.grid_run, "visible_gpus", lambda env=None: list(gpus))
+
+    def launch(c, seeds=None, *, kind=None, **kw):
+        calls.append(("launch", kind))
+        return [GridRun(a, 0, c, tmp_path / f"{a}-seed0", status="ran") for a in c.arms]
+
+    def run_here(c, on_stage=None):
+        calls.append(("here", None))
+        return tmp_path / "here"
+
+    monkeypatch.setattr(vdlib.grid.launch, "launch_grid", launch)
+    monkeypatch.setattr(vdlib.loop.coevolution, "run", run_here)
+    runs = grids.run_grid(cfg)
+    assert set(runs) == {("baseline", 0), ("vd75", 0)}
+    assert calls == ([("launch", "local")] if launched else [("here", None)] * 2)

@@ -110,22 +110,14 @@ def coevolution_results(cfg: ExperimentConfig, runs: Mapping[tuple[str, int], Pa
             "proposer_steps": cfg.proposer.max_steps, "solver_steps": cfg.solver.max_steps,
             "evaluation": _evaluation_meta(ev, base)}
     part = collect_results(runs, evaluations, base, meta, ev)
-    data = merge_results([part])
-    _fill(data, part)  # merge_results leaves out settings that are None (no vLLM on a CPU)
+    merged = merge_results([part])  # + runs; settings that are None (no vLLM) stay from part
+    data = {k: v for k, v in part.items() if k != "records"}
+    data.update({k: v for k, v in merged.items() if k not in ("records", "evaluation")})
     data.update(iterations_planned=cfg.iterations, experiment=cfg.experiment,
                 date=datetime.date.today().isoformat())
     if job:
         data["notebook"] = dict(job)
-    return {k: v for k, v in data.items() if k != "records"} | {"records": data["records"]}
-
-
-def _fill(dst: dict[str, Any], src: Mapping[str, Any]) -> None:
-    """Keys of ``src`` that ``dst`` lacks, nested dicts key by key."""
-    for k, v in src.items():
-        if k not in dst:
-            dst[k] = v
-        elif isinstance(v, Mapping) and isinstance(dst[k], dict):
-            _fill(dst[k], v)
+    return {**data, "records": merged["records"]}
 
 
 def _pass1(summary: Any) -> dict[str, Any] | None:

@@ -2,7 +2,8 @@
 
 - :func:`run_grid` runs (or resumes) every arm of ``cfg.arms`` for every seed of ``seeds``
   (default ``cfg.seeds``), each in ``<output_dir>/<experiment>/<arm>-seed<seed>/``; a finished
-  run is read back, so notebooks that share an experiment folder share runs;
+  run is read back, so notebooks that share an experiment folder share runs; GPU runs spread
+  over the visible GPUs through :mod:`vdlib.grid.launch` when there are several;
 - :func:`seed_configs`: a config once per seed;
 - :func:`instruct_config`: notebook 06's runs of the instruction-tuned model.
 
@@ -52,14 +53,17 @@ def run_grid(config: ExperimentConfig | Mapping[str, Any] | str,
     results are never returned as this config's. Co-evolution runs of several GPUs each
     (``launcher.gpus_per_run`` > 1, the paper profile's 2) go through ``launcher.kind``'s
     launcher even when ``launcher`` is not given (``accelerate launch`` per run, as ``vdlib
-    grid``), unless this process is already one of several."""
+    grid``), unless this process is already one of several; so do GPU runs of one GPU each when
+    this process sees several GPUs (``vdlib notebooks run --profile gpu-small`` on a machine
+    of several GPUs spreads the arms x seeds over them; on one GPU they run here in turn)."""
     from vdlib.grid.launch import format_results, grid_configs, launch_grid
     from vdlib.loop.coevolution import run
     from vdlib.loop.run_state import RunConfigMismatch
 
     cfg = _cfg(config)
     grid = grid_configs(cfg, seeds)
-    if launcher is None and runner is None and _several_gpus_a_run(cfg):
+    if launcher is None and runner is None and (_several_gpus_a_run(cfg)
+                                                or _several_gpus(cfg, len(grid))):
         launcher = cfg.launcher.kind  # one process cannot train on several GPUs: vdlib grid's way
     if launcher is not None:
         runs = launch_grid(cfg, seeds, kind=launcher)
@@ -86,6 +90,18 @@ def _several_gpus_a_run(cfg: ExperimentConfig) -> bool:
 
     return (cfg.launcher.gpus_per_run > 1 and not str(cfg.model.device).startswith("cpu")
             and world_size() == 1)
+
+
+def _several_gpus(cfg: ExperimentConfig, runs: int) -> bool:
+    """Are several GPUs visible to this single process for several GPU runs of ``cfg``? Then
+    the runs spread over them as ``vdlib grid`` spreads them (one run per group of
+    ``launcher.gpus_per_run`` GPUs, the rest queued); on one GPU they run here, one after
+    another."""
+    from vdlib.grid.grid_run import visible_gpus
+    from vdlib.loop.distributed import world_size
+
+    return (runs > 1 and not str(cfg.model.device).startswith("cpu") and world_size() == 1
+            and len(visible_gpus()) > 1)
 
 
 def instruct_config(cfg: ExperimentConfig, arms: Iterable[str] = ("baseline", "vd75")
