@@ -66,15 +66,16 @@ def _vdlib_results(path: Path, out: Path, capsys) -> str:
 
 def test_the_notebooks_and_vdlib_results_pool_a_committed_file_into_the_same_cells(
         tmp_path, capsys):
-    """docs/results/gpu_small_main.json records no rule: `vdlib results` takes the evaluation
-    config's defaults, which the params its runs used leave unset (first_run, ddof 0), and its
-    pass@1 cells are notebook 01's under that config, cell for cell. Under the old rule (each
+    """docs/results/gpu_small_main.json records its rule (the merge writes the runs' evaluation
+    config's, which the params they used leave at the defaults: first_run, ddof 0), `vdlib
+    results` pools by it, and its pass@1 cells are notebook 01's under that config, cell for cell. Under the old rule (each
     seed the mean of its runs) the baseline's MATH500 read 0.9 ± 0.0 and VD75 − baseline on
     MATH500 was −0.11; the notebooks' rule gives 0.5 ± 0.1 and +0.20."""
     data = load_results(MAIN)
-    assert "per_seed" not in data["evaluation"] and "se_ddof" not in data["evaluation"]
+    assert data["evaluation"]["per_seed"] == "first_run" and data["evaluation"]["se_ddof"] == 0
     cfg = load_params(str(PARAMS))
     rule = pooling_rule(data)
+    assert rule.source == "the file"
     assert (rule.per_seed, rule.se_ddof) == (cfg.evaluation.per_seed, cfg.evaluation.se_ddof)
     printed = _vdlib_results(MAIN, tmp_path, capsys)
     ours = _results_cells(tmp_path, MAIN.stem)
@@ -107,6 +108,16 @@ def test_a_rule_written_in_the_file_is_the_one_used():
     assert ours == _notebook_cells(data, cfg)
     assert ours[("ours: Baseline", "math500")] == "0.9 ± 0.1"  # (0.6+1+1.4)/3, ... sample SD
     assert pooling_rule(data).source == "the file"
+
+
+def test_every_committed_results_file_records_its_rule():
+    """Every results JSON under docs/results that holds pass@1 names the rule its cells pool
+    by (issue 51: "the rule is in every results JSON")."""
+    files = [p for p in sorted(MAIN.parent.glob("gpu_small_*.json"))]
+    assert len(files) >= 6
+    for path in files:
+        ev = json.loads(path.read_text(encoding="utf-8"))["evaluation"]
+        assert ev.get("per_seed") in ("first_run", "mean") and ev.get("se_ddof") in (0, 1), path
 
 
 def _params_dict() -> dict:

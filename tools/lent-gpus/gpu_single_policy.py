@@ -36,6 +36,7 @@ from pathlib import Path
 
 from vdlib.config import layout
 from vdlib.config.experiment import load_params
+from vdlib.report.results import record_pooling_rule
 from vdlib.utils.archive import resolve
 
 logger = logging.getLogger("gpu_single_policy")
@@ -166,8 +167,10 @@ def main(argv: list[str] | None = None) -> int:
         if not args.parts or not args.out:
             p.error("merge needs --parts FILE... and --out FILE")
         try:
+            cfg = load_params(args.params)
             data = merge({Path(f).as_posix(): json.loads(resolve(f).read_text(encoding="utf-8"))
-                          for f in args.parts}, load_params(args.params).experiment)
+                          for f in args.parts}, cfg.experiment)
+            record_pooling_rule(data, cfg.evaluation)  # the rule its pass@1 cells pool by
         except (OSError, ValueError) as e:  # a missing or unreadable part, or one that differs
             p.error(str(e))
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

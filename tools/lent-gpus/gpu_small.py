@@ -51,6 +51,7 @@ from vdlib.report.results import (
     collect_results,
     load_results,
     merge_results,
+    record_pooling_rule,
 )
 from vdlib.utils.archive import Member, resolve
 
@@ -235,6 +236,7 @@ def _merge(args: argparse.Namespace) -> int:
         data["runs"][layout.arm_run_id(arm, int(seed))]["evaluated"] = "partial (log)"
     for key, text in args.note or []:
         data[key] = text
+    record_pooling_rule(data, cfg.evaluation)  # the rule the file's pass@1 cells pool by
     data = {k: v for k, v in data.items() if k != "records"} | {"records": data["records"]}
     Path(args.out).write_text(json.dumps(data, indent=1) + "\n")
     logger.info("%d records from %d parts -> %s", len(data["records"]), len(args.parts), args.out)

@@ -57,7 +57,7 @@ __all__ = ["RECORD_FIELDS", "PASS1_PREFIX", "collect_results", "merge_results", 
            "read_json_file", "ResultsFileError", "RESULTS_MAX_BYTES", "loop_frame",
            "pass1_frame", "summary_table", "SCALE_FIELDS", "scale_comparison", "pass1_table",
            "effects_table", "results_report", "table_markdown", "pooling_rule", "PoolingRule",
-           "pass1_runs"]
+           "pass1_runs", "record_pooling_rule"]
 
 #: spread of the SEs of every cell that is not pass@1 (:func:`summary_table`, the question
 #: diversity table, the figures' bands): the sample SD (no paper table prints an SE for them)
@@ -98,14 +98,26 @@ def collect_results(runs: Mapping[tuple[str, int], str | os.PathLike],
             if evaluations and (arm, seed) in evaluations and i == len(finished) - 1:
                 rec.update(_pass1_fields(evaluations[(arm, seed)]))
             records.append(rec)
-    out = dict(meta or {})
-    ev = dict(out.get("evaluation") or {})
+    out = record_pooling_rule(dict(meta or {}), evaluation)
+    return {**out, "records": records}
+
+
+def record_pooling_rule(data: dict[str, Any], evaluation: Any = None) -> dict[str, Any]:
+    """``data`` with its pooling rule written (in place): ``evaluation.per_seed`` and
+    ``evaluation.se_ddof`` kept where the file has them, else from ``evaluation`` (the runs'
+    :class:`vdlib.config.EvaluationConfig`), else the config's defaults; so every results file,
+    exported or merged, names the rule its pass@1 cells are pooled by.
+
+    >>> record_pooling_rule({"evaluation": {"runs": 3}})["evaluation"]
+    {'runs': 3, 'per_seed': 'first_run', 'se_ddof': 0}
+    """
+    ev = dict(data.get("evaluation") or {})
     rule = pooling_rule({"evaluation": {k: getattr(evaluation, k) for k in ("per_seed", "se_ddof")
                                         if evaluation is not None}})
     ev.setdefault("per_seed", rule.per_seed)
     ev.setdefault("se_ddof", rule.se_ddof)
-    out["evaluation"] = ev
-    return {**out, "records": records}
+    data["evaluation"] = ev
+    return data
 
 
 def _update_meta(dst: dict[str, Any], src: Mapping[str, Any]) -> None:
