@@ -14,7 +14,6 @@ import yaml
 from vdlib.config import ConfigError, load_params
 from vdlib.loop.arms import arm_params
 from vdlib.loop.coevolution import run
-from vdlib.loop.run_extension import iterations_change
 from vdlib.method.adaptive_alpha import (
     DIVERSITY_SIGNALS,
     RULES,
@@ -24,6 +23,7 @@ from vdlib.method.adaptive_alpha import (
     next_alpha,
 )
 from vdlib.method.vocab_dropout import alpha_at, iteration_alpha, phase_alphas
+from vdlib.runs.run_extension import iterations_change
 
 ROOT = Path(__file__).resolve().parent.parent
 S = AdaptiveSettings()  # the defaults: start 0.75, floor 0.75, target 0.95, gain 0.8, step 0.05

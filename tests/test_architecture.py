@@ -25,7 +25,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("method", "utils"),        # the paper's math; infrastructure that knows nothing of it
     ("config",),                # the typed config, model names, the arms' table, every run path
     ("engines",),               # model loading, transformers / vLLM / server engines
-    ("metrics", "evaluation"),  # diversity metrics; benchmark evaluation and verification
+    # diversity metrics; benchmark evaluation and verification; the run folder's bookkeeping
+    # (fingerprint, lock, stage records, manifest, start)
+    ("metrics", "evaluation", "runs"),
     ("loop", "report"),         # one co-evolution run; beside it, what reads runs and draws
     ("grid", "export"),         # many runs and their status; a run shared as a dataset
     ("experiments",),           # the notebooks' verbs: run a grid, evaluate, transfer

@@ -12,7 +12,7 @@ from vdlib.app.cli import main, notebook_params_file
 from vdlib.config.experiment import load_params
 from vdlib.engines.generation import Sample
 from vdlib.loop.proposals import proposal_records, valid_fraction
-from vdlib.loop.run_start import start_run
+from vdlib.runs.run_start import start_run
 from vdlib.utils import artifacts
 
 

@@ -21,8 +21,8 @@ import pytest
 from test_coevolution import tiny_params
 
 from vdlib.config import layout, load_params
-from vdlib.loop.run_start import start_run
-from vdlib.loop.run_state import (
+from vdlib.runs.run_start import start_run
+from vdlib.runs.run_state import (
     UnsafeRunFolderError,
     check_record,
     claim_run,
@@ -132,7 +132,7 @@ def test_a_fifo_or_dev_zero_manifest_is_one_clear_error_not_a_hang(tmp_path, kin
     _fifo_or_dev_zero(manifest, kind)
     result = _child("""
         import sys
-        from vdlib.loop.run_state import read_manifest
+        from vdlib.runs.run_state import read_manifest
         try:
             read_manifest(sys.argv[1])
         except ValueError as e:
@@ -143,7 +143,7 @@ def test_a_fifo_or_dev_zero_manifest_is_one_clear_error_not_a_hang(tmp_path, kin
 
 
 def test_a_manifest_is_bounded_and_never_read_through_a_link(tmp_path):
-    from vdlib.loop.run_state import MANIFEST_MAX_BYTES
+    from vdlib.runs.run_state import MANIFEST_MAX_BYTES
 
     elsewhere = tmp_path / "elsewhere.json"
     elsewhere.write_text(json.dumps({"stages": {"1/proposer": {}}}))
@@ -194,7 +194,7 @@ def test_a_fifo_or_linked_run_config_is_refused_before_it_is_read(tmp_path):
     result = _child("""
         import sys
         from vdlib.config import load_params
-        from vdlib.loop.run_state import claim_run
+        from vdlib.runs.run_state import claim_run
         try:
             claim_run(load_params(sys.argv[1]))
         except ValueError as e:
@@ -398,7 +398,7 @@ def test_a_fifo_manifest_is_refused_and_moved_aside_under_force(tmp_path):
     result = _child("""
         import sys
         from vdlib.config import load_params
-        from vdlib.loop.run_state import claim_run
+        from vdlib.runs.run_state import claim_run
         cfg = load_params(sys.argv[1])
         try:
             claim_run(cfg)

@@ -166,7 +166,7 @@ def test_rank_gating(tmp_path, monkeypatch, rank):
     import dataclasses
 
     import vdlib.loop.coevolution as co
-    import vdlib.loop.distributed as ds  # open_run's gating (vdlib.loop.run_start)
+    import vdlib.loop.distributed as ds  # open_run's gating
     import vdlib.loop.model_store as ms
     from vdlib.loop.coevolution import Loop
     from vdlib.loop.model_store import ModelStore

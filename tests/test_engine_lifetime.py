@@ -32,8 +32,8 @@ from vdlib.engines.engine_lifetime import (
     same_architecture,
 )
 from vdlib.engines.generation import GenerationBatch
-from vdlib.loop.run_state import NOT_FINGERPRINTED, config_fingerprint
 from vdlib.loop.trainer import release_rollout_engine
+from vdlib.runs.run_state import NOT_FINGERPRINTED, config_fingerprint
 
 # ----------------------------------------------------------------------------- fakes
 

@@ -157,7 +157,7 @@ def test_single_policy_run_with_mask(tmp_path):
     grids.run_grid(cfg, runner=run_single_policy)  # resume: nothing retrained
     assert (runs[("vd95", 0)] / "policy_train.json").stat().st_mtime_ns == mtime
     # the same folder under another starting checkpoint is refused, naming the key
-    from vdlib.loop.run_state import RunConfigMismatch
+    from vdlib.runs.run_state import RunConfigMismatch
 
     other = load_params(tiny(tmp_path, arms=["baseline", "vd95"], experiment="sp",
                              warm_start={"mode": "sft"}))

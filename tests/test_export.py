@@ -16,9 +16,9 @@ from vdlib.app.cli import main
 from vdlib.export.cards import front_matter
 from vdlib.loop.arms import arm_params
 from vdlib.loop.coevolution import run
-from vdlib.loop.run_state import file_record
 from vdlib.method.curriculum import filter_curriculum
 from vdlib.method.vocab_dropout import mask_seed
+from vdlib.runs.run_state import file_record
 from vdlib.utils.artifacts import read_jsonl
 
 SPLITS = ["iter_1", "iter_2"]

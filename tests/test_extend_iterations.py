@@ -12,9 +12,9 @@ from test_coevolution import tiny_params
 from vdlib.config import layout
 from vdlib.config.experiment import load_params
 from vdlib.loop.coevolution import run, stage_key
-from vdlib.loop.run_start import start_run
-from vdlib.loop.run_state import RunConfigMismatch, claim_run, update_manifest
 from vdlib.loop.stages import STAGES
+from vdlib.runs.run_start import start_run
+from vdlib.runs.run_state import RunConfigMismatch, claim_run, update_manifest
 
 ANNEAL = {"vocab_dropout": {"schedule": "linear", "alpha": 0.75, "alpha_final": 1.0}}
 

@@ -17,8 +17,8 @@ import pytest
 
 from vdlib.config.experiment import ConfigError, ScoringConfig, load_params, to_dict
 from vdlib.engines.generation import Sample
-from vdlib.loop.fingerprint import config_fingerprint
 from vdlib.method.grading import majority_vote, majority_votes
+from vdlib.runs.fingerprint import config_fingerprint
 
 
 def _same_number(a: str, b: str) -> bool:

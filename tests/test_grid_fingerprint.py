@@ -2,7 +2,7 @@
 refused in one line instead of being ignored (item 4).
 
 The grid's plan (vdlib.grid.launch.plan_grid) checks each run folder with the fingerprint check
-of ``vdlib run`` (vdlib.loop.run_state.folder_config_differences): a finished or partly run folder
+of ``vdlib run`` (vdlib.runs.run_state.folder_config_differences): a finished or partly run folder
 of another config is ``refused`` with the keys that differ, locally, on SLURM and from the
 notebooks' launcher path, and ``vdlib grid`` then exits 2. Run folders are built as a finished
 run leaves them (manifest with fingerprint and stage records, the recorded files) without
@@ -32,9 +32,9 @@ from vdlib.grid.launch import (
     plan_grid,
 )
 from vdlib.loop.coevolution import stage_key
-from vdlib.loop.run_start import start_run
-from vdlib.loop.run_state import RunConfigMismatch, claim_run, file_record, update_manifest
 from vdlib.loop.stages import STAGE_TABLE
+from vdlib.runs.run_start import start_run
+from vdlib.runs.run_state import RunConfigMismatch, claim_run, file_record, update_manifest
 
 
 def _fake_finished(cfg, upto: int | None = None) -> Path:
@@ -117,7 +117,7 @@ def test_a_finished_run_of_another_config_is_refused_not_done(tmp_path, capsys):
 def test_a_partly_run_folder_of_another_config_is_refused_and_not_started(tmp_path):
     """Item 1: a folder with some stage records of another config is refused too (launching it
     would only fail in the child); a plain resume (same config) and an extension (only
-    `iterations` grew, fixed alpha: vdlib.loop.run_extension) are not."""
+    `iterations` grew, fixed alpha: vdlib.runs.run_extension) are not."""
     path = _params(tmp_path)
     _finish_grid(path, upto=2)
     assert [r.state for r in plan_grid(load_params(path))] == ["partial"]

@@ -155,7 +155,7 @@ import os, signal, subprocess, sys, time
 from pathlib import Path
 from vdlib.config.experiment import load_params
 from vdlib.config.layout import run_path
-from vdlib.loop.run_state import RunLock
+from vdlib.runs.run_state import RunLock
 params = sys.argv[1]
 lock = RunLock(run_path(load_params(params))).acquire()
 helper = subprocess.Popen([sys.executable, "-c",
@@ -263,7 +263,7 @@ def _sigterm_checks(grid, cfg) -> None:
     import signal
 
     from vdlib.grid.status import lock_holder
-    from vdlib.loop.run_state import RunLock
+    from vdlib.runs.run_state import RunLock
 
     pid_files = [Path(str(layout.grid_params_path(cfg.output_dir, cfg.experiment, name))
                       + ".pids") for name in ("baseline-seed0", "vd75-seed0")]
@@ -335,7 +335,7 @@ def test_vdlib_run_on_a_busy_folder_exits_with_the_busy_status(tmp_path, capsys)
     import yaml
 
     from vdlib.loop.progress import BUSY_EXIT
-    from vdlib.loop.run_state import RunLock
+    from vdlib.runs.run_state import RunLock
 
     path = tmp_path / "p.yaml"
     path.write_text(yaml.safe_dump(_grid(tmp_path, arms=())))
@@ -372,7 +372,7 @@ def test_a_failed_slurm_run_shows_its_own_one_line_error(tmp_path, monkeypatch):
                        "model": {"proposer": "someorg/not-cached-anywhere"},
                        "launcher": {"gpus_per_run": 0}})
     runs = plan_grid(cfg)
-    from vdlib.loop.run_state import RunLock
+    from vdlib.runs.run_state import RunLock
 
     with RunLock(runs[1].run_dir):  # vd75 is busy in another process
         runs = slurm_launch(runs, cfg, cluster="local", poll_s=0.1)

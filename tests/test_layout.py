@@ -11,8 +11,8 @@ import pytest
 from vdlib.config import layout
 from vdlib.config.experiment import load_params, save_params, to_dict
 from vdlib.loop.arms import arm_params
-from vdlib.loop.run_start import start_run
-from vdlib.loop.run_state import config_fingerprint
+from vdlib.runs.run_start import start_run
+from vdlib.runs.run_state import config_fingerprint
 
 
 @pytest.mark.parametrize("arm", ["baseline", "vd75", "train_only", "x-seed2", "a b"])

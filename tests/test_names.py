@@ -142,7 +142,7 @@ def test_a_fifo_or_process_substitution_params_file_is_named_as_such(tmp_path, c
 
 def test_a_folder_made_by_hand_with_a_newline_cannot_forge_a_status_row(tmp_path, capsys):
     """vdlib never makes such a folder now; one renamed by hand is shown escaped, one line."""
-    from vdlib.loop.run_start import start_run
+    from vdlib.runs.run_start import start_run
 
     params = {"profile": "tiny", "experiment": "exp", "output_dir": str(tmp_path),
               "model": {"proposer": "tiny-random"}}

@@ -74,7 +74,7 @@ def test_an_integer_too_large_for_a_float_reads_as_infinity_and_is_refused():
 
 def test_a_date_that_does_not_exist_in_a_runs_config_yaml_is_one_line(tmp_path, capsys):
     from vdlib.config import layout
-    from vdlib.loop.run_start import start_run
+    from vdlib.runs.run_start import start_run
 
     path = tmp_path / "p.yaml"
     path.write_text(yaml.safe_dump(tiny_params(tmp_path)))

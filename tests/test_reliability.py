@@ -18,7 +18,8 @@ import yaml
 from test_coevolution import _artifacts, tiny_params
 
 from vdlib.loop.coevolution import STAGES, run
-from vdlib.loop.run_state import (
+from vdlib.loop.stages import STAGE_TABLE
+from vdlib.runs.run_state import (
     LOCK_FILE,
     RunConfigMismatch,
     RunLock,
@@ -26,7 +27,6 @@ from vdlib.loop.run_state import (
     UnsafeLockError,
     UnsafeRunFolderError,
 )
-from vdlib.loop.stages import STAGE_TABLE
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -343,8 +343,8 @@ def test_damage_in_base_models_is_detected_and_the_base_rebuilt(reference, tmp_p
 
 def test_a_damaged_warm_start_cache_is_rebuilt(tmp_path, caplog):
     from vdlib.config.experiment import load_params
-    from vdlib.loop.run_state import FOLDER_RECORD, check_folder
     from vdlib.loop.warm_start import warm_start_dir
+    from vdlib.runs.run_state import FOLDER_RECORD, check_folder
 
     ws = load_params({"profile": "tiny", "warm_start": {"mode": "sft", "steps": 1,
                                                          "batch_size": 1}}).warm_start

@@ -1,4 +1,4 @@
-"""Run-folder fingerprint, lock, stage records and built folders (vdlib.loop.run_state), hostile
+"""Run-folder fingerprint, lock, stage records and built folders (vdlib.runs.run_state), hostile
 files included: a lock that is a link or not ours, a symlinked record, a damaged built folder, a
 folder without its config, an alias bomb in a run's config."""
 
@@ -15,7 +15,7 @@ import yaml
 from test_bounded_yaml import BOMB
 
 from vdlib.config.experiment import load_params, to_dict
-from vdlib.loop.run_state import (
+from vdlib.runs.run_state import (
     FOLDER_RECORD,
     LOCK_FILE,
     NOT_FINGERPRINTED,
@@ -70,7 +70,7 @@ def test_a_second_process_is_refused_with_the_holders_pid(tmp_path):
     with RunLock(tmp_path) as lock:
         assert lock.held
         code = textwrap.dedent(f"""
-            from vdlib.loop.run_state import RunLock, RunLockedError
+            from vdlib.runs.run_state import RunLock, RunLockedError
             try:
                 RunLock({str(tmp_path)!r}).acquire()
             except RunLockedError as e:
@@ -84,7 +84,7 @@ def test_a_second_process_is_refused_with_the_holders_pid(tmp_path):
 
 
 def test_the_lock_dies_with_its_process(tmp_path):
-    code = f"from vdlib.loop.run_state import RunLock; RunLock({str(tmp_path)!r}).acquire(); " \
+    code = f"from vdlib.runs.run_state import RunLock; RunLock({str(tmp_path)!r}).acquire(); " \
            "import os; os.kill(os.getpid(), 9)"
     subprocess.run([sys.executable, "-c", code], check=False)
     RunLock(tmp_path).acquire().release()
@@ -274,7 +274,7 @@ def test_a_built_folder_that_is_a_link_is_replaced_and_its_target_kept(tmp_path)
 
 
 def _folder(tmp_path, **over):
-    from vdlib.loop.run_start import start_run
+    from vdlib.runs.run_start import start_run
 
     cfg = load_params({"profile": "tiny", "output_dir": str(tmp_path), "experiment": "x",
                        **over})

@@ -12,9 +12,9 @@ from vdlib.config import layout
 from vdlib.config.experiment import load_params
 from vdlib.grid.status import collect_status, format_number, format_status, main
 from vdlib.loop.coevolution import stage_key
-from vdlib.loop.run_start import start_run
-from vdlib.loop.run_state import LOCK_FILE, RunLock, file_record, set_aside, update_manifest
 from vdlib.loop.stages import STAGE_TABLE, STAGES
+from vdlib.runs.run_start import start_run
+from vdlib.runs.run_state import LOCK_FILE, RunLock, file_record, set_aside, update_manifest
 
 METRICS_1 = {"valid_questions": 30, "generated": 64, "self_bleu": 0.5, "vendi": 3.0,
              "curriculum_size": 9, "kept_fraction": 0.3}

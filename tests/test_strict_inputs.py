@@ -16,7 +16,7 @@ from test_coevolution import tiny_params
 
 from vdlib.app.cli import main
 from vdlib.config.experiment import ConfigError, load_params
-from vdlib.loop.run_start import start_run
+from vdlib.runs.run_start import start_run
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -75,7 +75,7 @@ def test_cli_overrides_are_validated_like_the_file(tmp_path, capsys, flags, erro
 
 
 def test_verbose_after_the_subcommand_and_one_line_errors(tmp_path, capsys):
-    from vdlib.loop.run_state import RunLock
+    from vdlib.runs.run_state import RunLock
 
     params = tiny_params(tmp_path, model={"proposer": "tiny-random"})
     path = _file(tmp_path, yaml.safe_dump(params))
@@ -86,7 +86,7 @@ def test_verbose_after_the_subcommand_and_one_line_errors(tmp_path, capsys):
         assert main(["run", str(path)]) == BUSY_EXIT  # its own status: a grid says "busy"
         err = capsys.readouterr().err
         assert f"in use by another process (pid {os.getpid()})" in err and "Traceback" not in err
-        from vdlib.loop.run_state import RunLockedError
+        from vdlib.runs.run_state import RunLockedError
 
         with pytest.raises(RunLockedError):  # -v after the subcommand: the traceback
             main(["run", str(path), "-v"])

@@ -465,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
         return INTERRUPTED_EXIT
     except Exception as e:  # noqa: BLE001 - expected failures get one line, others re-raise
         from vdlib.loop.progress import BUSY_EXIT
-        from vdlib.loop.run_state import RunLockedError
+        from vdlib.runs.run_state import RunLockedError
 
         message = expected_failure(e) or disk_full_failure(e)
         if message is None or args.verbose:

@@ -19,8 +19,8 @@ Every run path is formatted (and parsed back) here and nowhere else::
 
 ``run_id`` is the config's, or ``seed<seed>``; a notebook's arms use ``<arm>-seed<seed>``.
 Nothing here creates a folder except :func:`make_run_dir` (and
-:func:`vdlib.loop.run_start.start_run`). The experiment and run folders are never symbolic links
-(:func:`linked_run_folder`; refused by :func:`vdlib.loop.run_state.claim_run`); ``output_dir``
+:func:`vdlib.runs.run_start.start_run`). The experiment and run folders are never symbolic links
+(:func:`linked_run_folder`; refused by :func:`vdlib.runs.run_state.claim_run`); ``output_dir``
 itself may be one.
 
 >>> from vdlib.config.experiment import load_params
@@ -98,7 +98,7 @@ def config_path(run_dir: str | os.PathLike) -> Path:
 
 def manifest_path(run_dir: str | os.PathLike) -> Path:
     """``<run>/manifest.json``: the run's config fingerprint, seeds, versions, git commit, times
-    (and, written by :mod:`vdlib.loop.run_state`, its stage records)."""
+    (and, written by :mod:`vdlib.runs.run_state`, its stage records)."""
     return Path(run_dir) / MANIFEST_FILE
 
 

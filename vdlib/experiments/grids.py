@@ -49,7 +49,7 @@ def run_grid(config: ExperimentConfig | Mapping[str, Any] | str,
     (:mod:`vdlib.grid.launch`: one run per GPU group, or a SLURM job array); a failed run is then an
     error naming it, after the others have finished, and a run whose folder holds another
     config (which ``vdlib run``, and this function without a launcher, refuse) is a
-    :class:`vdlib.loop.run_state.RunConfigMismatch` naming it and the keys that differ: its old
+    :class:`vdlib.runs.run_state.RunConfigMismatch` naming it and the keys that differ: its old
     results are never returned as this config's. Co-evolution runs of several GPUs each
     (``launcher.gpus_per_run`` > 1, the paper profile's 2) go through ``launcher.kind``'s
     launcher even when ``launcher`` is not given (``accelerate launch`` per run, as ``vdlib
@@ -58,7 +58,7 @@ def run_grid(config: ExperimentConfig | Mapping[str, Any] | str,
     of several GPUs spreads the arms x seeds over them; on one GPU they run here in turn)."""
     from vdlib.grid.launch import format_results, grid_configs, launch_grid
     from vdlib.loop.coevolution import run
-    from vdlib.loop.run_state import RunConfigMismatch
+    from vdlib.runs.run_state import RunConfigMismatch
 
     cfg = _cfg(config)
     grid = grid_configs(cfg, seeds)

@@ -13,8 +13,8 @@ read back for notebooks (docs/sharing.md).
 - :mod:`~vdlib.export.read_back`: :func:`load_curricula`, :func:`curricula_frame`,
   :func:`read_card` for notebooks.
 
-May import: method, utils, config, engines, metrics, evaluation, loop (it reads what a run
-folder is through :mod:`vdlib.loop.run_state`); beside :mod:`vdlib.grid`, it imports nothing of
+May import: method, utils, config, engines, metrics, evaluation, runs (what a run folder is:
+:mod:`vdlib.runs.run_state`), loop; beside :mod:`vdlib.grid`, it imports nothing of
 it. :mod:`vdlib.app` (the command line) and the notebooks import it.
 """
 

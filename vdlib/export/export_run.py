@@ -72,7 +72,7 @@ def _previous(run: RunFolder, t: int, role: str) -> str:
 def _check_checkpoint(run: RunFolder, records: dict, folder: Path) -> None:
     if "file_records" in run.not_recorded:
         return
-    from vdlib.loop.run_state import check_record
+    from vdlib.runs.run_state import check_record
 
     prefix = folder.name + "/"
     mine = {k: v for k, v in records.items() if k.startswith(prefix)}

@@ -10,8 +10,8 @@ is needed; only the folder itself), on disk or inside a committed evidence zip
   ``manifest.json`` (the config fingerprint, the versions, every stage's file record),
   ``iter_<t>/questions.jsonl``, ``curriculum.jsonl``, ``metrics.json`` and the checkpoints
   ``iter_<t>/<role>_model/``. Every file read is first checked against its record in the
-  manifest (size, then SHA-256: :func:`vdlib.loop.run_state.read_recorded`), and the manifest's
-  fingerprint against its own config (:func:`vdlib.loop.run_state.config_fingerprint`).
+  manifest (size, then SHA-256: :func:`vdlib.runs.run_state.read_recorded`), and the manifest's
+  fingerprint against its own config (:func:`vdlib.runs.run_state.config_fingerprint`).
 - **an extract** as the GPU holds commit it (``tools/lent-gpus/gpu_small.py export``): only
   ``iter_<t>/metrics.json`` and ``iter_<t>/questions.jsonl.gz`` (plus the trainers' logs), no
   config, no manifest, no checkpoint. What such a folder does not record (the config, its
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from vdlib.config import layout
-from vdlib.loop.run_state import (
+from vdlib.runs.run_state import (
     config_fingerprint,
     read_manifest,
     read_recorded,
@@ -233,7 +233,7 @@ def _config(run: Path | Member, manifest: dict[str, Any]
         raise ExportError(str(e)) from None
     if not isinstance(data, dict):
         raise ExportError(f"{path} is not a mapping")
-    from vdlib.loop.run_state import fingerprinted
+    from vdlib.runs.run_state import fingerprinted
 
     return (fingerprinted(data), config_fingerprint(data),
             "computed from config.yaml (the manifest records none: a run made before it did)")

@@ -8,7 +8,7 @@
 - :mod:`~vdlib.grid.cli_errors`: one-line messages for fixable failures, SIGTERM as an exit (a
   run's process: the CLI and a SLURM task).
 
-May import: every group below it (method, utils, engines, config, metrics, evaluation, loop). It
-sits below :mod:`vdlib.experiments`, whose :func:`~vdlib.experiments.grids.run_grid` launches
-grids for the notebooks.
+May import: every group below it (method, utils, engines, config, metrics, evaluation, runs,
+loop). It sits below :mod:`vdlib.experiments`, whose :func:`~vdlib.experiments.grids.run_grid`
+launches grids for the notebooks.
 """

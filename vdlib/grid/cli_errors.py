@@ -17,7 +17,7 @@ def expected_failure(err: BaseException) -> str | None:
     package, an unwritable output folder); None for anything else."""
     from vdlib.config.experiment import ConfigError
     from vdlib.engines.models import ModelUnavailableError
-    from vdlib.loop.run_state import RunConfigMismatch, RunLockedError
+    from vdlib.runs.run_state import RunConfigMismatch, RunLockedError
 
     if isinstance(err, RunConfigMismatch | RunLockedError | ConfigError | ModelUnavailableError):
         return str(err)

@@ -6,7 +6,7 @@ state (:func:`run_state_and_note`):
 
 - ``refused``: the folder holds a run of another config (finished or not), which ``vdlib run``
   refuses too; checked first, by the same code (:func:`config_refusal`, through
-  :func:`vdlib.loop.run_state.folder_config_differences`), so a finished run of another config
+  :func:`vdlib.runs.run_state.folder_config_differences`), so a finished run of another config
   is never ``done``. Its note is the keys that differ (``folder -> now``);
 - ``done``: every stage of every iteration recorded in its manifest and the recorded files
   still match it: sizes, and the hashes of small files, or every hash with ``verify``, as
@@ -92,12 +92,12 @@ REFUSED_HINT = ("refused: the folder holds a run of another config (the keys tha
 
 def config_refusal(cfg: ExperimentConfig) -> str | None:
     """Why ``vdlib run`` would refuse the run folder of ``cfg``, in one line: the keys that
-    differ (``folder -> now``, as :func:`vdlib.loop.run_state.claim_run` lists them, joined
+    differ (``folder -> now``, as :func:`vdlib.runs.run_state.claim_run` lists them, joined
     with ``; ``), or the folder's own refusal (stage records of an unknown config, a
     fingerprint that does not match its config); None when the folder fits ``cfg`` or holds no
-    run. The same check as ``vdlib run`` (:func:`vdlib.loop.run_state.folder_config_differences`),
+    run. The same check as ``vdlib run`` (:func:`vdlib.runs.run_state.folder_config_differences`),
     without the lock. A manifest or ``config.yaml`` that does not parse raises ValueError."""
-    from vdlib.loop.run_state import RunConfigMismatch, folder_config_differences
+    from vdlib.runs.run_state import RunConfigMismatch, folder_config_differences
 
     try:
         differ = folder_config_differences(layout.run_path(cfg), to_dict(cfg))
@@ -113,8 +113,8 @@ def run_state_and_note(cfg: ExperimentConfig, *, verify: bool = False
     Never raises for what is in the folder, and its work does not grow with ``iterations``
     (only with the records present)."""
     from vdlib.grid.status import check_records, first_missing, recorded_stages
-    from vdlib.loop.run_state import read_manifest
     from vdlib.loop.stages import STAGES
+    from vdlib.runs.run_state import read_manifest
 
     run = layout.run_path(cfg)
     try:

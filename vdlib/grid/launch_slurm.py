@@ -37,7 +37,7 @@ def run_member(config: dict[str, Any]) -> dict[str, Any]:
     from vdlib.grid.cli_errors import exit_on_sigterm, expected_failure
     from vdlib.loop.coevolution import run
     from vdlib.loop.progress import RunPaused
-    from vdlib.loop.run_state import RunLockedError
+    from vdlib.runs.run_state import RunLockedError
 
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

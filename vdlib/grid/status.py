@@ -3,14 +3,14 @@
 A run folder is ``<output_dir>/<experiment>/<run_id>/`` holding both ``config.yaml`` and
 ``manifest.json`` (:mod:`vdlib.config.layout`); anything else (an experiment's reports and base
 evaluations, the executed notebooks, hidden folders) is not a run and is passed over. A folder
-that ``--force`` set aside (``<run_id>.replaced-<time>``, :func:`vdlib.loop.run_state.set_aside`) is
+that ``--force`` set aside (``<run_id>.replaced-<time>``, :func:`vdlib.runs.run_state.set_aside`) is
 skipped too, or listed with the state ``replaced`` when asked (``include_replaced``).
 
 Each run's state, read from its manifest's stage records (keys ``"<t>/<stage>"``, stages in the
 order of :data:`vdlib.loop.stages.STAGES`), its lock and its iteration folders:
 
 - ``done``: every stage of every planned iteration is recorded;
-- ``running``: another process holds the run's lock (:class:`vdlib.loop.run_state.RunLock`);
+- ``running``: another process holds the run's lock (:class:`vdlib.runs.run_state.RunLock`);
 - ``stopped mid-stage``: not done, not locked, and the next stage left something behind: one of
   its outputs (``vdlib.loop.stages.STAGE_TABLE``) without a record, or a hidden working file or
   folder (TRL's ``.trl_*``, a half-written ``.<name>.*.tmp``) in its iteration folder. A resume
@@ -62,7 +62,7 @@ from vdlib.grid.status_records import (  # noqa: F401 - re-exported
     first_missing,
     recorded_stages,
 )
-from vdlib.loop.run_state import LOCK_FILE, read_manifest
+from vdlib.runs.run_state import LOCK_FILE, read_manifest
 from vdlib.utils import safe_read
 
 __all__ = ["RunStatus", "STATES", "METRIC_KEYS", "collect_status", "format_status",

@@ -54,8 +54,8 @@ def check_records(run: str | os.PathLike, records: Any, names: Sequence[str], it
 
     Always: each recorded file exists, is a regular file (not a link) and has its recorded size,
     and files up to :data:`HASH_ALWAYS_BYTES` have their recorded SHA-256. ``verify``: every
-    file's SHA-256 and form (:func:`vdlib.loop.run_state.check_record`, what a resume checks)."""
-    from vdlib.loop.run_state import check_record
+    file's SHA-256 and form (:func:`vdlib.runs.run_state.check_record`, what a resume checks)."""
+    from vdlib.runs.run_state import check_record
 
     run = Path(run)
     for t, i in sorted(recorded_stages(records, iterations, names)):

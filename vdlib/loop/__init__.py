@@ -8,12 +8,15 @@
   variants, reward callables); GRPO of one policy on fixed problems;
 - :mod:`~vdlib.loop.model_store`, :mod:`~vdlib.loop.warm_start`: a run's checkpoints and engines;
   the format warm start;
-- :mod:`~vdlib.loop.run_state` (with :mod:`~vdlib.loop.fingerprint`,
-  :mod:`~vdlib.loop.run_lock`, :mod:`~vdlib.loop.run_extension`), :mod:`~vdlib.loop.run_start`:
-  what a run folder is (fingerprint, lock, stage records, manifest); its start;
+- :mod:`~vdlib.loop.alpha_records`: the alpha an iteration uses (the adaptive schedule reads
+  the run's earlier metrics);
 - :mod:`~vdlib.loop.arms`, :mod:`~vdlib.loop.distributed`, :mod:`~vdlib.loop.progress`: an arm's
-  config and run id; ranks under accelerate; the stage heartbeat and ``--stop-after``.
+  config and run id; ranks under accelerate and the run folder opened once for all of them; the
+  stage heartbeat and ``--stop-after``.
+
+The run folder's bookkeeping (fingerprint, lock, stage records, manifest, start) is
+:mod:`vdlib.runs`.
 
 May import: :mod:`vdlib.method`, :mod:`vdlib.utils`, :mod:`vdlib.engines`, :mod:`vdlib.config`,
-:mod:`vdlib.metrics`, :mod:`vdlib.evaluation`.
+:mod:`vdlib.metrics`, :mod:`vdlib.evaluation`, :mod:`vdlib.runs`.
 """

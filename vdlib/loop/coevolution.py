@@ -67,12 +67,15 @@ from vdlib.loop.distributed import (
     broadcast_from_main,
     init_distributed,
     is_main_process,
+    open_run,
     world_size,
 )
 from vdlib.loop.model_store import ModelStore
 from vdlib.loop.progress import RunPaused, check_deadline, heartbeat
-from vdlib.loop.run_start import open_run, start_run
-from vdlib.loop.run_state import (
+from vdlib.loop.stages import STAGE_TABLE, STAGES, TRAINING_STAGES
+from vdlib.method.seeding import derive_seed
+from vdlib.runs.run_start import start_run
+from vdlib.runs.run_state import (
     RunLock,
     check_record,
     file_record,
@@ -82,8 +85,6 @@ from vdlib.loop.run_state import (
     remove_temporary,
     update_manifest,
 )
-from vdlib.loop.stages import STAGE_TABLE, STAGES, TRAINING_STAGES
-from vdlib.method.seeding import derive_seed
 from vdlib.utils.artifacts import atomic_write_json
 from vdlib.utils.safe_read import read_json
 
@@ -109,7 +110,7 @@ def _seed_everything(seed: int) -> None:
 
 class Loop:
     """One run: its folder (locked, checked against the config's fingerprint, then
-    ``config.yaml`` and ``manifest.json`` written: :func:`vdlib.loop.run_state.claim_run`), its
+    ``config.yaml`` and ``manifest.json`` written: :func:`vdlib.runs.run_state.claim_run`), its
     :class:`~vdlib.loop.model_store.ModelStore`, and :meth:`run`, which walks
     :data:`vdlib.loop.stages.STAGE_TABLE` for every iteration. ``force``: a folder holding another
     config is moved aside (never mixed) instead of refused."""
@@ -246,7 +247,7 @@ def recorded_timing(out: Path, t: int, record: Any) -> dict[str, Any]:
     """Iteration ``t``'s ``timing.json`` (in ``out``) if it is the file its ``record`` (from
     the manifest's ``timing["<t>"]``: size and SHA-256) describes, else {} (logged when a file
     was there): a link, a FIFO, a file edited, truncated or from elsewhere is never read or
-    copied forward (:func:`vdlib.loop.run_state.read_recorded`)."""
+    copied forward (:func:`vdlib.runs.run_state.read_recorded`)."""
     try:
         data = json.loads(read_recorded(out / TIMING_FILE, record, TIMING_MAX_BYTES))
     except FileNotFoundError:
@@ -330,7 +331,7 @@ def run(config: ExperimentConfig | str | dict, on_stage: Callable[[int, str], No
     """Run (or resume) the co-evolution of ``config`` (an ExperimentConfig, params path or
     dict); returns the run folder and each iteration's metrics. ``config.arms`` is ignored
     here: see :func:`run_arms`. A folder that holds a run of another config is refused
-    (:class:`vdlib.loop.run_state.RunConfigMismatch`), or with ``force`` moved aside first."""
+    (:class:`vdlib.runs.run_state.RunConfigMismatch`), or with ``force`` moved aside first."""
     cfg = config if isinstance(config, ExperimentConfig) else load_params(config)
     init_distributed()
     from vdlib.loop.gpu_count import check_gpus_per_run

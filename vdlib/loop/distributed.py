@@ -1,4 +1,5 @@
-"""Processes under ``accelerate launch`` / torchrun: which rank am I, wait, gather, broadcast.
+"""Processes under ``accelerate launch`` / torchrun: which rank am I, wait, gather, broadcast;
+a run folder opened once for all of them (:func:`open_run`).
 
 Every process runs ``vdlib run``; the co-evolution loop (vdlib.loop.coevolution) trains on every
 rank and runs the other stages on the main process only. Without a process group every helper is the
@@ -10,11 +11,12 @@ from __future__ import annotations
 import datetime
 import logging
 import os
+from pathlib import Path
 from typing import Any
 
 __all__ = ["init_distributed", "shutdown_distributed", "world_size", "rank", "local_rank",
            "is_main_process", "barrier", "broadcast_from_main", "gather_to_main",
-           "merge_rank_records"]
+           "merge_rank_records", "open_run"]
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +119,25 @@ def merge_rank_records(per_rank: list[list[dict[str, Any]]]) -> list[dict[str, A
         return list(per_rank[0])
     merged = [{**r, "rank": k} for k, records in enumerate(per_rank) for r in records]
     return sorted(merged, key=lambda r: (r["call"], r["rank"], r["index"]))
+
+
+def open_run(cfg: Any, *, force: bool = False) -> tuple[Any, Path]:
+    """Claim and start the run folder of ``cfg`` as every run does (a co-evolution
+    :class:`vdlib.loop.coevolution.Loop`, a single-policy run): on the main process
+    :func:`vdlib.runs.run_state.claim_run` (locked, refused with the differing keys when it
+    holds another config; moved aside instead under ``force``), then
+    :func:`vdlib.runs.run_start.start_run`; every process then waits at a barrier. Returns (the
+    held lock, None on the other processes; the folder)."""
+    from vdlib.config.layout import run_path
+    from vdlib.runs.run_start import start_run
+    from vdlib.runs.run_state import claim_run
+
+    lock = None
+    if is_main_process():
+        lock, _ = claim_run(cfg, force=force)
+        start_run(cfg)
+    barrier()
+    return lock, run_path(cfg)
 
 
 def deepspeed_fp32_state_dict(trainer: Any) -> dict[str, Any] | None:

@@ -39,7 +39,7 @@ from vdlib.loop.distributed import (
     rank,
     world_size,
 )
-from vdlib.loop.run_state import FOLDER_RECORD, verified_build_dir
+from vdlib.runs.run_state import FOLDER_RECORD, verified_build_dir
 
 __all__ = ["ModelStore"]
 
@@ -85,7 +85,7 @@ class ModelStore:
     def _materialise(self, name: str, role: str) -> str:
         """A path (or Hub id) TRL can load: registered names are saved once into the run
         (``base_models/<role>-<name>``, with a record of its files: on reuse a folder that
-        does not match it is built again, :func:`vdlib.loop.run_state.verified_build_dir`)."""
+        does not match it is built again, :func:`vdlib.runs.run_state.verified_build_dir`)."""
         if Path(name).expanduser().is_dir():
             return str(Path(name).expanduser())
         if name not in MODELS:

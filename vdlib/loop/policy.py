@@ -32,7 +32,7 @@ from transformers import TrainerCallback
 
 from vdlib.config import layout
 from vdlib.config.experiment import ExperimentConfig, GRPOConfig, load_params
-from vdlib.loop.run_start import open_run
+from vdlib.loop.distributed import open_run
 from vdlib.method.prompts import solver_prompt
 from vdlib.method.seeding import derive_seed
 from vdlib.utils.artifacts import atomic_write_json, read_jsonl
@@ -262,7 +262,7 @@ def run_single_policy(config: ExperimentConfig | dict | str) -> Path:
     ``(seed, 1, "train", step)``). Writes ``policy_model/`` and ``policy_train.json`` (its
     ``log_history`` holds the per-step policy ``entropy``) in the run folder; returns it.
 
-    The folder is claimed first (:func:`vdlib.loop.run_state.claim_run`, as a co-evolution run):
+    The folder is claimed first (:func:`vdlib.runs.run_state.claim_run`, as a co-evolution run):
     locked, and refused with the differing keys when it holds a run of another config (another
     ``warm_start``, say), whose checkpoints would otherwise be resumed or whose model kept."""
     cfg = config if isinstance(config, ExperimentConfig) else load_params(config)

@@ -231,7 +231,7 @@ class Stage:
     """One row of the iteration: ``outputs`` are the files (and checkpoint folders) the stage
     writes, in the order it writes them; the runner records their sizes and hashes in the
     manifest once the stage returns, and a resume skips the stage only if that record still
-    matches the disk (:mod:`vdlib.loop.run_state`). ``every_rank``: run on every process (GRPO
+    matches the disk (:mod:`vdlib.runs.run_state`). ``every_rank``: run on every process (GRPO
     through TRL) rather than only the main one."""
 
     name: str

@@ -242,11 +242,11 @@ def warm_start_dir(base_model: str, cfg: WarmStartConfig, *, seed: int = 0,
                    cache_dir: str | Path | None = None, dtype: str = "float32",
                    device: str = "cpu", check: bool = True) -> Path:
     """Path of the warm-started proposer checkpoint for ``base_model``, built once and cached
-    with a record of its files (:data:`vdlib.loop.run_state.FOLDER_RECORD`). With ``check`` (the
+    with a record of its files (:data:`vdlib.runs.run_state.FOLDER_RECORD`). With ``check`` (the
     default) a cached folder is checked against its record first and built again if it does
-    not match (:func:`vdlib.loop.run_state.verified_build_dir`); without it (the other ranks of a
+    not match (:func:`vdlib.runs.run_state.verified_build_dir`); without it (the other ranks of a
     multi-process run, after the main one checked it) it is used as it is."""
-    from vdlib.loop.run_state import FOLDER_RECORD, verified_build_dir
+    from vdlib.runs.run_state import FOLDER_RECORD, verified_build_dir
 
     settings = {"base": base_model, "examples": cfg.examples, "steps": cfg.steps,
                 "batch_size": cfg.batch_size, "lr": cfg.learning_rate, "seed": seed, "v": 4}

@@ -1,6 +1,6 @@
 """A run's config fingerprint: SHA-256 of the resolved config as canonical JSON without the keys
 that cannot change what the loop writes (:data:`NOT_FINGERPRINTED`), and the keys two configs
-differ in. Re-exported by :mod:`vdlib.loop.run_state`."""
+differ in. Re-exported by :mod:`vdlib.runs.run_state`."""
 
 from __future__ import annotations
 

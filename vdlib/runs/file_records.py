@@ -1,5 +1,5 @@
 """What a stage or a built folder wrote, recorded and checked (re-exported by
-:mod:`vdlib.loop.run_state`; docs/reliability.md).
+:mod:`vdlib.runs.run_state`; docs/reliability.md).
 
 - **Stage records.** :func:`file_record` gives the size and SHA-256 of each file a stage wrote
   (a checkpoint folder: each file in it); :func:`check_record` compares a record with the disk

@@ -17,7 +17,7 @@ every finished stage (docs/reliability.md).
   by SIGKILL. The file is opened with ``O_NOFOLLOW`` and must be a regular file of this user
   with one link holding a pid, else it is refused untouched (:class:`UnsafeLockError`).
   (``vdlib status`` probes it without taking or writing it: :func:`vdlib.grid.status.lock_holder`.)
-- **Stage records and built folders** (:mod:`vdlib.loop.file_records`, re-exported here):
+- **Stage records and built folders** (:mod:`vdlib.runs.file_records`, re-exported here):
   :func:`file_record` / :func:`check_record` (size, then hash, then form: nothing is parsed
   before it is known to be the recorded file), :func:`read_recorded`, and the record a built
   folder carries (:data:`FOLDER_RECORD`, :func:`verified_build_dir`).
@@ -58,9 +58,9 @@ __all__ = ["NOT_FINGERPRINTED", "fingerprinted", "config_fingerprint", "fingerpr
 
 logger = logging.getLogger(__name__)
 
-# re-exported here: stage records and built folders (vdlib.loop.file_records), the
-# fingerprint (vdlib.loop.fingerprint) and the lock (vdlib.loop.run_lock)
-from vdlib.loop.file_records import (  # noqa: E402, F401
+# re-exported here: stage records and built folders (vdlib.runs.file_records), the
+# fingerprint (vdlib.runs.fingerprint) and the lock (vdlib.runs.run_lock)
+from vdlib.runs.file_records import (  # noqa: E402, F401
     FOLDER_RECORD,
     check_folder,
     check_record,
@@ -69,13 +69,13 @@ from vdlib.loop.file_records import (  # noqa: E402, F401
     record_folder,
     verified_build_dir,
 )
-from vdlib.loop.fingerprint import (  # noqa: E402, F401 - re-exported
+from vdlib.runs.fingerprint import (  # noqa: E402, F401 - re-exported
     NOT_FINGERPRINTED,
     config_fingerprint,
     fingerprint_diff,
     fingerprinted,
 )
-from vdlib.loop.run_lock import (  # noqa: E402, F401
+from vdlib.runs.run_lock import (  # noqa: E402, F401
     LOCK_FILE,
     RunLock,
     RunLockedError,
@@ -183,7 +183,7 @@ def folder_config_differences(run_dir: str | os.PathLike, new: Mapping[str, Any]
 
     The manifest's fingerprint is the folder's record; ``config.yaml`` is its readable copy.
     A config that differs in ``iterations`` only fits where the iterations the folder holds
-    records for do not depend on it (:func:`vdlib.loop.run_extension.allow_iterations_change`: the
+    records for do not depend on it (:func:`vdlib.runs.run_extension.allow_iterations_change`: the
     run is extended). A folder made before the manifest held a fingerprint is compared with
     its ``config.yaml``;
     one with stage records but neither is refused (the config that made them is unknown). A
@@ -191,7 +191,7 @@ def folder_config_differences(run_dir: str | os.PathLike, new: Mapping[str, Any]
     manifest whose fingerprint does not match its own config, or stage records of an unknown
     config, a :class:`RunConfigMismatch`."""
     from vdlib.config.layout import config_path, manifest_path
-    from vdlib.loop.run_extension import allow_iterations_change  # a changed T that is safe
+    from vdlib.runs.run_extension import allow_iterations_change  # a changed T that is safe
 
     run_dir = Path(run_dir)
     manifest = read_manifest(manifest_path(run_dir))

@@ -1,7 +1,7 @@
 """The run folder's lock: an OS-level exclusive lock (``fcntl.flock``) on ``<run>/.lock``,
 held for as long as the process lives, opened without following links and refused when the
 path is not a plain file of the expected content (a symlinked ``.lock`` never overwrites what
-it points to). Re-exported by :mod:`vdlib.loop.run_state`."""
+it points to). Re-exported by :mod:`vdlib.runs.run_state`."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Starting a run folder: :func:`start_run` creates ``<output_dir>/<experiment>/<run_id>`` and
 writes its ``manifest.json`` (the config's fingerprint, seeds, versions, git commit, times) and
 ``config.yaml``. Separate from :mod:`vdlib.config.layout` (which only names paths) because it reads
-and fingerprints the manifest through :mod:`vdlib.loop.run_state`, which itself uses the layout."""
+and fingerprints the manifest through :mod:`vdlib.runs.run_state`, which itself uses the layout."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from vdlib.config.config_yaml import config_text
 from vdlib.config.layout import config_path, make_run_dir, manifest_path, package_versions, run_id
 from vdlib.utils.artifacts import atomic_write_json, atomic_write_text
 
-__all__ = ["start_run", "open_run"]
+__all__ = ["start_run"]
 
 
 def _git_commit() -> str | None:
@@ -32,11 +32,11 @@ def start_run(cfg: Any) -> Path:
 
     The folder is ``<output_dir>/<experiment>/<run_id>`` with ``run_id`` defaulting to
     ``seed<seed>``. The manifest records the config's fingerprint
-    (:func:`vdlib.loop.run_state.manifest_fingerprint`: the folder's record of which config made
-    it, checked by :func:`vdlib.loop.run_state.claim_run` before this is called), seeds, package
+    (:func:`vdlib.runs.run_state.manifest_fingerprint`: the folder's record of which config made
+    it, checked by :func:`vdlib.runs.run_state.claim_run` before this is called), seeds, package
     versions, the git commit and the start time; an existing manifest keeps its original start
     time (resume) and any other entry it holds (e.g. the stage records of
-    :mod:`vdlib.loop.run_state`), the fields above refreshed. The manifest is written first, so a
+    :mod:`vdlib.runs.run_state`), the fields above refreshed. The manifest is written first, so a
     folder never holds a ``config.yaml`` newer than its manifest's fingerprint.
     """
     import dataclasses
@@ -44,7 +44,7 @@ def start_run(cfg: Any) -> Path:
     import platform
     import sys
 
-    from vdlib.loop.run_state import manifest_fingerprint, read_manifest
+    from vdlib.runs.run_state import manifest_fingerprint, read_manifest
 
     path = make_run_dir(cfg.output_dir, cfg.experiment, run_id(cfg))
     manifest = manifest_path(path)
@@ -65,21 +65,3 @@ def start_run(cfg: Any) -> Path:
     atomic_write_text(config_path(path), config_text(cfg))
     return path
 
-
-def open_run(cfg: Any, *, force: bool = False) -> tuple[Any, Path]:
-    """Claim and start the run folder of ``cfg`` as every run does (a co-evolution
-    :class:`vdlib.loop.coevolution.Loop`, a single-policy run): on the main process
-    :func:`vdlib.loop.run_state.claim_run` (locked, refused with the differing keys when it
-    holds another config; moved aside instead under ``force``), then :func:`start_run`; every
-    process then waits at a barrier. Returns (the held lock, None on the other processes; the
-    folder)."""
-    from vdlib.config.layout import run_path
-    from vdlib.loop.distributed import barrier, is_main_process
-    from vdlib.loop.run_state import claim_run
-
-    lock = None
-    if is_main_process():
-        lock, _ = claim_run(cfg, force=force)
-        start_run(cfg)
-    barrier()
-    return lock, run_path(cfg)

@@ -74,7 +74,7 @@ def iterations_change(recorded: Mapping[str, Any], new: Mapping[str, Any],
 
 def allow_iterations_change(differ: list[str], recorded: Mapping[str, Any],
                             new: Mapping[str, Any], stages: Mapping[str, Any]) -> list[str]:
-    """``differ`` (the ``key: old -> new`` lines of :func:`vdlib.loop.run_state.fingerprint_diff`)
+    """``differ`` (the ``key: old -> new`` lines of :func:`vdlib.runs.run_state.fingerprint_diff`)
     without its ``iterations`` line when that is the only difference and the change is safe
     (:func:`iterations_change`): [] then, and the folder is resumed; with the reason added to
     that line when it is not safe; unchanged otherwise."""
