@@ -102,17 +102,6 @@ def test_template_check_and_expected_mass():
                                                                         rel=1e-4)
 
 
-def test_step_dropped_mass_on_the_tiny_model(tiny, runs):
-    model, tok, vd = tiny
-    seed = runs["fixed mask"][0][0].mask_seed
-    frame = mask_regimes.step_dropped_mass(model, tok, runs["no mask"][0], vd, seed)
-    assert frame["steps"].tolist() == [len(s.token_ids) for s in runs["no mask"][0]]
-    assert frame["expected dropped mass"].between(0, 1).all()
-    # alpha 0.5 over a near-uniform random model: about half the mass
-    assert frame["expected dropped mass"].mean() == pytest.approx(0.5, abs=0.1)
-    assert frame[f"dropped mass under mask {seed}"].between(0, 1).all()
-
-
 def test_alpha_frame_and_figure(tmp_path):
     frame = mask_regimes.alpha_frame([0.75, 0.95], batches=4, lengths=(1, 10))
     fresh = frame[(frame["quantity"] == "allowed at least once (fresh)") & (frame["alpha"] == 0.75)]

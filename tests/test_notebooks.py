@@ -468,24 +468,40 @@ def _markdown(nb: Path) -> list[str]:
 
 
 def test_walkthrough_follows_algorithm_1_and_cites_the_paper():
-    """Seven numbered sections in the order of Algorithm 1, each heading citing a section,
-    equation or appendix of the paper; the code cells only call vdlib (no function, class or
-    lambda defined in the notebook)."""
+    """Sections 0-9: the loop at a glance, seven in the order of Algorithm 1, the three mask
+    regimes and the schedules, each heading citing a section, equation or appendix of the
+    paper; the code cells only call vdlib (no function, class or lambda defined in the
+    notebook)."""
     import re
 
     headings = [line for text in _markdown(WALKTHROUGH) for line in text.splitlines()
                 if line.startswith("## ")]
     assert [h.split("·")[0].strip("# ").strip() for h in headings] == [str(i) for i in
-                                                                        range(1, 8)]
+                                                                        range(0, 10)]
     for h in headings:
         assert re.search(r"Sec\. \d|Eq\. \d|App\. [A-F]", h), h
-    order = ["mask", "Sampling", "Self-consistency", "repetition penalty", "GRPO",
-             "curriculum", "diversity"]
+    order = ["loop", "mask", "Sampling", "Self-consistency", "repetition penalty", "GRPO",
+             "curriculum", "diversity", "fresh mask per batch", "Schedules"]
     assert all(word.lower() in h.lower() for word, h in zip(order, headings, strict=True))
     code = "\n".join(_code_cells(WALKTHROUGH))
     for defined in ("def ", "class ", "lambda", "torch.softmax", "import numpy"):
         assert defined not in code, defined
     assert "from vdlib" in code
+
+
+def test_teaching_notebooks_give_the_default_parse_failure_reward():
+    """Where the quickstart and the walkthrough say what an unparseable rollout earns, they
+    give the config's default (Algorithm 1's 0) under its key, never R-Zero's -1 as if it were
+    the default (issue 55, item 6)."""
+    import re
+
+    from vdlib.config.experiment import load_params
+
+    default = load_params({"profile": "tiny"}).scoring.parse_failure_reward
+    for nb in (ROOT / "notebooks" / "00_quickstart.ipynb", WALKTHROUGH):
+        text = "\n".join(_markdown(nb))
+        assert f"parse_failure_reward: {default}" in text, nb.name
+        assert not re.search(r"-1 for an unparseable", text), nb.name
 
 
 def test_walkthrough_proposer_reward_is_min_acc_inside_the_window(walked):
@@ -582,6 +598,70 @@ def test_walkthrough_filter_and_targets(walked):
                                    "too hard": False, "unparsed": False}
     assert f.loc["split", "target (paper)"] == "8"  # the proposer's stated answer
     assert f.loc["split", "target (R-Zero)"] == "7"  # the solvers' majority
+
+
+def test_walkthrough_phase_switch_losses_and_schedules(walked):
+    import pandas as pd
+
+    summary, folder, _ = walked
+    switch = pd.read_csv(folder / "phase_switch.csv").set_index("vocab_dropout.phases")
+    alpha = summary["config"]["vocab_dropout"]["alpha"]
+    assert switch["proposer GRPO rollouts (train)"].to_dict() == {
+        "both": alpha, "train": alpha, "gen": 1.0, "none": 1.0}
+    assert switch["curriculum generation (gen)"].to_dict() == {
+        "both": alpha, "train": 1.0, "gen": alpha, "none": 1.0}
+    assert (switch["solver GRPO"] == 1.0).all()  # the solver is never masked
+    losses = pd.read_csv(folder / "grpo_losses.csv").set_index("variant")
+    assert (losses["beta x k3 to pi_ref"] > 0).all()  # every variant carries the KL term
+    assert losses.loc["KL-Cov", "total"] == pytest.approx(summary["grpo"]["kl_cov_loss"],
+                                                          abs=1e-4)
+    assert summary["schedules"]["linear"] == [0.75, 0.8125, 0.875, 0.9375, 1.0]
+    assert summary["schedules"]["fixed"] == [alpha] * 5
+    assert summary["schedules"]["adaptive"][0] == alpha
+
+
+def test_walkthrough_three_mask_regimes(walked):
+    """Section 8: the three regimes' metrics exist, no sample holds an id its mask drops, the
+    masks' measured coverage is the formulas', and on the notebook's seed the fresh masks'
+    distinct-token count is at least the fixed mask's."""
+    from vdlib.engines.models import checkpoint_path, load_tokenizer
+    from vdlib.method.mask_arithmetic import allowed_at_least_once, allowed_every_batch
+    from vdlib.method.vocab_dropout import VocabDropout
+
+    summary, folder, _ = walked
+    r = summary["regimes"]
+    assert list(r) == ["no mask", "fixed mask", "fresh mask per batch"]
+    for m in r.values():
+        assert m["samples"] == 6 and m["batches"] == 3 and m["distinct tokens"] > 0
+        assert 0 <= m["self_bleu"] <= 1 and 1 <= m["vendi"] <= 6 + 1e-6
+        assert m["dropped ids sampled"] == 0
+    assert [m["masks"] for m in r.values()] == [0, 1, 3]
+    alpha = summary["config"]["vocab_dropout"]["alpha"]
+    fixed, fresh = r["fixed mask"], r["fresh mask per batch"]
+    assert fixed["allowed at least once"] == fixed["allowed every batch"] == pytest.approx(
+        alpha, abs=0.01)
+    assert fresh["allowed at least once"] == pytest.approx(allowed_at_least_once(alpha, 3),
+                                                           abs=0.01)
+    assert fresh["allowed every batch"] == pytest.approx(allowed_every_batch(alpha, 3),
+                                                         abs=0.01)
+    assert fresh["distinct tokens"] >= fixed["distinct tokens"]
+    tok = load_tokenizer("smollm2-135m")
+    vd = VocabDropout.for_checkpoint(str(checkpoint_path("smollm2-135m")), tok, alpha=alpha)
+    samples = summary["regime_samples"]
+    assert len({s["mask_seed"] for s in samples["fresh mask per batch"]}) == 3
+    # batch 0: the same mask and random numbers in both masked regimes, so the same completions
+    assert [s["token_ids"] for s in samples["fixed mask"][:2]] == [
+        s["token_ids"] for s in samples["fresh mask per batch"][:2]]
+    for regime in ("fixed mask", "fresh mask per batch"):
+        for s in samples[regime]:
+            assert vd.dropped_ids(s["token_ids"], s["mask_seed"]) == []
+    assert sum(len(vd.dropped_ids(s["token_ids"], samples["fixed mask"][0]["mask_seed"]))
+               for s in samples["no mask"]) > 0  # unmasked samples do use dropped ids
+    template = summary["template"]
+    assert template["L"] > 5 and template["alpha ** L"] == pytest.approx(alpha ** template["L"])
+    assert template["measured"] == pytest.approx(template["alpha ** L"], abs=0.05)
+    for figure in ("mask_regimes", "alpha_arithmetic"):
+        assert (folder / f"{figure}.png").stat().st_size > 10_000, figure
 
 
 def test_walkthrough_templated_set_is_less_diverse(walked):

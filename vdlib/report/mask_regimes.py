@@ -46,7 +46,7 @@ from vdlib.report.plots import PlotResult, save_figure
 
 __all__ = ["REGIMES", "RowMasks", "regime_plan", "sample_regimes", "regime_metrics",
            "regime_figure", "mask_coverage", "template_check", "alpha_frame", "alpha_figure",
-           "mask_classes", "expected_mask_mass", "step_dropped_mass"]
+           "mask_classes", "expected_mask_mass"]
 
 #: the three regimes, in the order the tables and figures show them
 REGIMES = ("no mask", "fixed mask", "fresh mask per batch")
@@ -246,37 +246,3 @@ def expected_mask_mass(vd: VocabDropout, logits: torch.Tensor) -> float:
     protected, always = mask_classes(vd, logits.shape[-1])
     probs = torch.softmax(logits.detach().float().cpu(), dim=-1)
     return float(expected_dropped_mass(probs, vd.alpha, protected, always))
-
-
-@torch.no_grad()
-def step_dropped_mass(model: Any, tokenizer: Any, samples: Sequence[Sample], vd: VocabDropout,
-                      realised_seed: int) -> pd.DataFrame:
-    """The probability mass a mask takes away at each step of unmasked ``samples`` (one
-    prompt): the model's full-vocabulary next-token distribution at every step, its mass on
-    the ids a Bernoulli(alpha) mask drops in expectation
-    (:func:`vdlib.method.mask_arithmetic.expected_dropped_mass`) and under the mask of
-    ``realised_seed``. One row per sample: its steps and both masses averaged over them."""
-    if not samples or len({s.prompt for s in samples}) != 1:
-        raise ValueError("samples of one prompt expected")
-    prompt_ids = tokenizer(samples[0].prompt, add_special_tokens=False)["input_ids"]
-    width = max(len(s.token_ids) for s in samples)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    ids = torch.tensor([prompt_ids + s.token_ids + [pad] * (width - len(s.token_ids))
-                        for s in samples], device=model.device)
-    attention = torch.tensor([[1] * (len(prompt_ids) + len(s.token_ids))
-                              + [0] * (width - len(s.token_ids)) for s in samples],
-                             device=model.device)
-    logits = model(input_ids=ids, attention_mask=attention).logits
-    probs = torch.softmax(logits[:, len(prompt_ids) - 1:-1].float().cpu(), dim=-1)  # (B, T, V)
-    n = probs.shape[-1]
-    protected, always = mask_classes(vd, n)
-    expected = expected_dropped_mass(probs, vd.alpha, protected, always)  # (B, T)
-    realised = (probs * (~vd.sample(realised_seed)[:n]).float()).sum(-1)  # (B, T)
-    rows = []
-    for i, s in enumerate(samples):
-        t = len(s.token_ids)
-        rows.append({"sample": i, "steps": t,
-                     "expected dropped mass": float(expected[i, :t].mean()) if t else 0.0,
-                     f"dropped mass under mask {realised_seed}":
-                         float(realised[i, :t].mean()) if t else 0.0})
-    return pd.DataFrame(rows)
