@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_common import report  # noqa: E402
 
 from vdlib.method import grading  # noqa: E402
+from vdlib.utils.helper_process import HelperProcess  # noqa: E402
 
 SPELLINGS = [
     ["\\frac{1}{2}", "0.5", "\\dfrac{1}{2}", "1/2"],
@@ -102,7 +103,7 @@ def main() -> None:
         args.questions, args.m = len(votes), max(map(len, votes), default=0)
     else:
         votes = synthetic_votes(args.questions, args.m)
-    helper = grading._HelperProcess()
+    helper = HelperProcess(grading._verify_here)
     helper.compare("1", "2", 5)  # start-up and imports outside the timing
     grading.is_equivalent("\\frac{1}{2}", "0.5")  # in-process imports too
     t_here, here = _run(votes, _InProcess())
@@ -120,7 +121,7 @@ def main() -> None:
         t_par = time.perf_counter() - t
         if parallel != via_helper:
             raise SystemExit("majority_votes differs from one majority_vote at a time")
-    helper._kill()
+    helper.kill()
     result = {"benchmark": "grading_speed", "votes_from": args.votes_from or "synthetic",
               "questions": args.questions, "m": args.m,
               "in_process_s": round(t_here, 3), "helper_s": round(t_helper, 3),

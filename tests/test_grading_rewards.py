@@ -135,6 +135,41 @@ def test_total_proposer_reward():
         total_proposer_reward([0.5], [])
 
 
+_WORDS = st.sampled_from(["two", "plus", "three", "is", "what", "sum", "of", "five"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), st.lists(_WORDS, min_size=1, max_size=8)),
+                          st.integers(0, 10)), max_size=8),
+       st.sampled_from(["batch", "valid"]), st.sampled_from(["paper", "rzero"]),
+       st.sampled_from([0.0, -1.0]), st.sampled_from([0.5, 1.0]))
+def test_proposer_batch_rewards_is_the_penalty_then_the_total(rows, scope, variant, failure,
+                                                              weight):
+    """The composition the proposer phase pays (vdlib.loop.grpo_rewards.ProposerReward): the
+    BLEU-cluster penalty over the batch (failed rollouts in it under scope 'batch'), then
+    proposer_reward - weight * penalty, failures at the failure value."""
+    from vdlib.method.bleu_penalty import bleu_cluster_penalty
+    from vdlib.method.rewards import proposer_batch_rewards
+
+    questions = [" ".join(w) if w is not None else None for w, _ in rows]
+    accs = [None if q is None else k / 10 for q, (_, k) in zip(questions, rows, strict=True)]
+    rewards, penalties = proposer_batch_rewards(
+        questions, accs, variant=variant, failure_value=failure, penalty_weight=weight,
+        penalty_scope=scope)
+    want_pen = bleu_cluster_penalty(questions, 0.5, include_failed=scope == "batch")
+    assert penalties == want_pen
+    base = proposer_reward(accs, variant=variant, failure_value=failure)
+    assert rewards == [b if a is None else b - weight * p
+                       for b, a, p in zip(base, accs, want_pen, strict=True)]
+
+
+def test_proposer_batch_rewards_names_a_bad_scope():
+    from vdlib.method.rewards import proposer_batch_rewards
+
+    with pytest.raises(ValueError, match="penalty_scope = 'all'; allowed: batch, valid"):
+        proposer_batch_rewards(["q"], [0.5], penalty_scope="all")
+
+
 def test_solver_reward_takes_the_last_box():
     assert solver_reward(["\\boxed{1} then \\boxed{2}"], ["2"]) == [1.0]
     assert solver_reward(["\\boxed{\\frac{1}{2}}"], ["0.5"]) == [1.0]
@@ -226,24 +261,25 @@ def _stuck_compare(gold, pred, timeout):
 
 @pytest.mark.slow  # 13 s on 2 cores (make test's 15 minutes; make test-slow runs it)
 def test_a_comparison_stuck_beyond_the_alarm_is_killed_and_the_helper_restarts():
-    from vdlib.method.grading import _HelperProcess
+    from vdlib.utils.helper_process import HelperProcess
 
-    helper = _HelperProcess(compare=_stuck_compare)
+    helper = HelperProcess(_stuck_compare)
     try:
         assert helper.compare("x", "x", 1) is True
         assert helper.compare("x", "stuck", 1) is None  # killed after timeout + 1 s
         assert helper.timeouts == 1
         assert helper.compare("y", "y", 1) is True  # a fresh helper answers again
     finally:
-        helper._kill()
+        helper.kill()
 
 
 def test_majority_vote_compares_a_timed_out_answer_as_a_string_only(monkeypatch):
     """One stuck comparison, not one per later answer: 'stuck' and the head it met are then
     matched by string equality only."""
     from vdlib.method import grading
+    from vdlib.utils.helper_process import HelperProcess
 
-    helper = grading._HelperProcess(compare=_stuck_compare)
+    helper = HelperProcess(_stuck_compare)
     monkeypatch.setattr(grading, "_HELPER", helper)
     try:
         assert helper.compare("w", "w", 1)  # started (a cold start has a longer budget)
@@ -252,7 +288,7 @@ def test_majority_vote_compares_a_timed_out_answer_as_a_string_only(monkeypatch)
         assert (majority, acc) == ("y", 3 / 7)
         assert helper.timeouts == 1
     finally:
-        helper._kill()
+        helper.kill()
 
 
 def _pool_compare(pair):
@@ -313,7 +349,7 @@ def test_the_helper_ends_with_its_process_and_leaves_no_pipe_behind(tmp_path):
     script = tmp_path / "compare_and_exit.py"
     script.write_text("from vdlib.method import grading\n"
                       "print(grading.is_equivalent('\\\\frac{1}{2}', '0.5'), "
-                      "grading._HELPER._proc.pid)\n")
+                      "grading._HELPER.pid)\n")
     run = subprocess.run([sys.executable, "-W", "always::ResourceWarning", str(script)],
                          capture_output=True, text=True, timeout=120,
                          cwd=Path(__file__).resolve().parent.parent)
@@ -342,14 +378,14 @@ def _noisy_compare(gold, pred, timeout):
 
 
 def test_output_printed_by_the_comparison_cannot_shift_the_answers():
-    from vdlib.method.grading import _HelperProcess
+    from vdlib.utils.helper_process import HelperProcess
 
-    helper = _HelperProcess(compare=_noisy_compare)
+    helper = HelperProcess(_noisy_compare)
     try:
         assert [helper.compare(a, b, 5) for a, b in (("x", "x"), ("x", "y"), ("y", "y"))] \
             == [True, False, True]
     finally:
-        helper._kill()
+        helper.kill()
 
 
 def test_majority_votes_over_threads_equal_one_vote_at_a_time(monkeypatch):
@@ -359,16 +395,10 @@ def test_majority_votes_over_threads_equal_one_vote_at_a_time(monkeypatch):
 
     from vdlib.method import grading
     from vdlib.method.grading import majority_votes
+    from vdlib.utils.helper_process import HelperPool
 
-    made = []
-
-    class Recorded(grading._HelperProcess):
-        def __init__(self, *a, **kw):
-            super().__init__(*a, **kw)
-            made.append(self)
-
-    monkeypatch.setattr(grading, "_HelperProcess", Recorded)
-    monkeypatch.setattr(grading, "_VOTE_HELPERS", [])
+    pool_of_helpers = HelperPool(grading._verify_here)
+    monkeypatch.setattr(grading, "_VOTE_POOL", pool_of_helpers)
 
     rng = random.Random(0)
     pool = ["\\frac{1}{2}", "0.5", "1/2", "2\\sqrt{3}", "\\sqrt{12}", "7", "7.0", None, "x+1"]
@@ -380,10 +410,10 @@ def test_majority_votes_over_threads_equal_one_vote_at_a_time(monkeypatch):
         assert majority_votes(lists, workers=3, progress=lambda: ticks.append(1)) == expected
         assert len(ticks) == len(lists)
         assert majority_votes(lists[::-1], workers=2) == expected[::-1]
-        assert len(made) == 3  # the second call reuses the first call's helpers
+        assert len(pool_of_helpers.helpers) == 3  # the second call reuses the first's helpers
     finally:
-        for h in made:
-            h._kill()
+        for h in pool_of_helpers.helpers:
+            h.kill()
 
 
 def test_vote_workers_reads_its_variable_and_rejects_bad_values(monkeypatch):

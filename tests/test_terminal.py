@@ -183,7 +183,8 @@ def test_the_grading_helper_ignores_an_interrupt_of_its_owners_group():
     import time
 
     proc = subprocess.Popen([sys.executable, "-c",
-                             "from vdlib.method.grading import _serve; _serve('')"],
+                             "from vdlib.utils.helper_process import serve; "
+                             "serve('vdlib.method.grading:_verify_here')"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, cwd=ROOT)
     try:

@@ -3,7 +3,9 @@
 run's artifacts: :class:`ProposerReward` (paper Algorithm 1, phase 1: the frozen solver's
 answers, R-Zero's uncertainty reward, the BLEU-cluster penalty) and :class:`SolverReward`
 (phase 2: the curriculum's target answer). :class:`vdlib.loop.trainer.MaskedGRPOTrainer` calls
-them; the pure math is :mod:`vdlib.method.rewards`.
+them. They only gather the inputs (the rollouts parsed, the frozen solver's answers) and record
+what happened; the reward and its composition are :mod:`vdlib.method.rewards`
+(:func:`~vdlib.method.rewards.proposer_batch_rewards`, :func:`~vdlib.method.rewards.solver_reward`).
 """
 
 from __future__ import annotations
@@ -14,9 +16,8 @@ from typing import Any
 from vdlib.config.experiment import ScoringConfig
 from vdlib.engines.generation import GenerationEngine
 from vdlib.loop.scoring import score_questions
-from vdlib.method.bleu_penalty import bleu_cluster_penalty
 from vdlib.method.parsing import extract_proposal
-from vdlib.method.rewards import solver_reward, total_proposer_reward
+from vdlib.method.rewards import proposer_batch_rewards, solver_reward
 
 __all__ = ["ProposerReward", "SolverReward", "completion_text"]
 
@@ -60,12 +61,11 @@ class ProposerReward:
                                  top_p=cfg.top_p, top_k=cfg.top_k,
                                  max_new_tokens=cfg.max_new_tokens, show_progress=False,
                                  failed_extraction=cfg.failed_extraction)
-        accs = [s.acc for s in scores]
-        penalties = bleu_cluster_penalty(questions, cfg.bleu_threshold,
-                                         include_failed=cfg.penalty_scope == "batch")
-        rewards = total_proposer_reward(accs, penalties, cfg.tau_min, cfg.tau_max,
-                                        cfg.proposer_reward_variant, cfg.parse_failure_reward,
-                                        cfg.penalty_weight)
+        rewards, penalties = proposer_batch_rewards(
+            questions, [s.acc for s in scores], tau_min=cfg.tau_min, tau_max=cfg.tau_max,
+            variant=cfg.proposer_reward_variant, failure_value=cfg.parse_failure_reward,
+            penalty_weight=cfg.penalty_weight, bleu_threshold=cfg.bleu_threshold,
+            penalty_scope=cfg.penalty_scope)
         trainer = self.trainer_ref() if self.trainer_ref else None
         step = int(trainer.state.global_step) if trainer is not None else None
         mask = getattr(trainer, "current_mask_seed", None) if trainer is not None else None

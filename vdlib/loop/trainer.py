@@ -5,7 +5,8 @@
 - **Sampling under the mask.** Every rollout generation (``_generate_single_turn``) draws the
   batch's mask from ``mask_seed_fn(global_step)`` (identical on every rank: it depends only on
   the step) and applies it while sampling: on the transformers path through a forward hook on the
-  output embedding (``lm_head``) that exists only for the duration of ``generate``; on TRL's vLLM
+  output embedding (``lm_head``, :func:`vdlib.method.rollout_mask.lm_head_mask`) that exists
+  only for the duration of ``generate``; on TRL's vLLM
   path (``use_vllm``, colocate or server) through the vdlib seeded processor's ``extra_args``
   (:mod:`vdlib.engines.vllm_backend`; TRL's vLLM loads the processor from vdlib's entry point).
   Every rollout batch is checked: no sampled id is one the batch's mask drops. The loss forward
@@ -67,9 +68,10 @@ from trl import GRPOTrainer
 from vdlib.config.experiment import GRPOConfig
 from vdlib.engines.sampling import sampling_processors
 from vdlib.method.grpo import clip_cov_loss, kl_cov_loss, null_gradient
+from vdlib.method.rollout_mask import lm_head_mask
 from vdlib.method.vocab_dropout import VocabDropout
 
-__all__ = ["MaskedGRPOTrainer", "trl_args", "cov_settings", "training_dtypes", "lm_head_mask",
+__all__ = ["MaskedGRPOTrainer", "trl_args", "cov_settings", "training_dtypes",
            "check_rollouts_masked",
            "prepare_vllm_rollouts", "release_rollout_engine", "split_timing", "COV_OLD_LOGPROBS",
            "pack_rows"]
@@ -78,23 +80,6 @@ __all__ = ["MaskedGRPOTrainer", "trl_args", "cov_settings", "training_dtypes", "
 COV_OLD_LOGPROBS = ("packed", "recompute", "detach")
 
 logger = logging.getLogger(__name__)
-
-
-@contextlib.contextmanager
-def lm_head_mask(model: Any, allowed: torch.Tensor) -> Iterator[None]:
-    """Within the block, ``model``'s logits at dropped ids are -inf (a forward hook on the output
-    embedding); the hook is removed on exit, so later forward passes see the full vocabulary."""
-    head = model.get_output_embeddings()
-    dropped = (~allowed).to(head.weight.device)
-
-    def hook(_module: Any, _inputs: Any, output: torch.Tensor) -> torch.Tensor:
-        return output.masked_fill(dropped, float("-inf"))
-
-    handle = head.register_forward_hook(hook)
-    try:
-        yield
-    finally:
-        handle.remove()
 
 
 def check_rollouts_masked(completion_ids: Any, vd: VocabDropout, seed: int) -> None:

@@ -13,6 +13,9 @@
   output parsing, answer equivalence and majority vote, the prompts;
 - :mod:`~vdlib.method.seeding`: one seed derived from (run seed, iteration, phase, step).
 
+- :mod:`~vdlib.method.rollout_mask`: the mask on a model's logits while GRPO rollouts sample.
+
 May import: the standard library, torch, transformers (the logits-processor base), numpy, scipy,
-math-verify; nothing else of vdlib (tests/test_architecture.py).
+math-verify; of vdlib only :mod:`vdlib.utils.helper_process` (grading's comparisons run in
+helper processes with a hard timeout) (tests/test_architecture.py).
 """

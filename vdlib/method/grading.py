@@ -8,12 +8,17 @@ evaluation parsed bare strings and missed exactly this). It never raises and nev
 - cheap checks first, without sympy: identical after normalisation -> True; two plain
   integers -> equal as integers (what math-verify answers for them, in microseconds);
 - everything else runs in one persistent helper process (started on first use, from any
-  thread). There math-verify's own ``signal.alarm`` timeouts bound each parse and comparison
-  (``timeout`` seconds, rounded up); a comparison that still has not answered after
-  ``timeout`` + 1 s (sympy inside C code that holds the GIL and never sees the alarm; one
-  froze a GPU run's scoring stage for good) gets the helper killed and restarted, and counts
-  as not equivalent. The helper is a plain subprocess, so scripts without a ``__main__``
-  guard and ``multiprocessing.Pool`` workers can use it too.
+  thread; :class:`vdlib.utils.helper_process.HelperProcess`). There math-verify's own
+  ``signal.alarm`` timeouts bound each parse and comparison (``timeout`` seconds, rounded up);
+  a comparison that still has not answered after ``timeout`` + 1 s (sympy inside C code that
+  holds the GIL and never sees the alarm; one froze a GPU run's scoring stage for good) gets
+  the helper killed and restarted, and counts as not equivalent. The helper is a plain
+  subprocess, so scripts without a ``__main__`` guard and ``multiprocessing.Pool`` workers can
+  use it too.
+
+This module holds the grading itself (normalisation, math-verify, the vote); running it in
+helper processes with a hard timeout is :mod:`vdlib.utils.helper_process`, which knows nothing
+of what it runs.
 
 ``majority_vote(answers)`` groups answers greedily in order of first appearance: an answer joins
 the first group whose first member it equals (as a string, or ``is_equivalent`` in either
@@ -49,13 +54,12 @@ from __future__ import annotations
 import atexit
 import functools
 import logging
-import math
 import os
 import re
-import threading
-import time
 from collections.abc import Sequence
 from typing import Any
+
+from vdlib.utils.helper_process import HelperPool, HelperProcess
 
 __all__ = ["is_equivalent", "majority_vote", "majority_votes", "vote_workers", "normalize_answer",
            "DEFAULT_TIMEOUT", "FAILED_EXTRACTION", "check_failed_extraction"]
@@ -135,141 +139,13 @@ def _verify_here(gold: str, pred: str, timeout: int) -> bool:
     return bool(verify(list(g), list(p), timeout_seconds=timeout))
 
 
-def _serve(compare_spec: str | None = None) -> None:
-    """The helper's loop (its main thread, so math-verify's alarms work): one JSON line
-    ``[gold, pred, timeout]`` in, ``1`` or ``0`` out, until stdin closes. ``compare_spec``
-    (``module:function``) replaces math-verify in tests."""
-    import importlib
-    import json
-    import signal
-    import sys
-
-    # the helper ends when its stdin closes (its owner exited) or its owner kills it; a SIGINT
-    # sent to the owner's process group (a notebook cell interrupted, a kernel shut down by
-    # papermill) is not for it, and would print a KeyboardInterrupt traceback
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # the answers go out on a private copy of stdout; anything else printed (by sympy, a
-    # library, C code) lands on stderr and cannot shift them
-    out = os.fdopen(os.dup(1), "wb", buffering=0)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    compare = _verify_here
-    if compare_spec:
-        module, _, name = compare_spec.partition(":")
-        compare = getattr(importlib.import_module(module), name)
-    for line in sys.stdin.buffer:
-        try:
-            gold, pred, timeout = json.loads(line)
-            result = bool(compare(gold, pred, timeout))
-        except Exception:  # noqa: BLE001 - untrusted input: any failure is "not equivalent"
-            result = False
-        out.write(b"1\n" if result else b"0\n")
-
-
-class _HelperProcess:
-    """One persistent process that runs the math-verify comparisons, with a hard timeout.
-
-    A plain subprocess (``python -c``), not ``multiprocessing``: a spawned child would re-run
-    the caller's ``__main__`` script (fatal in a script without a ``__main__`` guard), and a
-    daemonic process may not have multiprocessing children. ``compare`` (a module-level
-    ``(gold, pred, timeout) -> bool``, importable with the caller's ``sys.path``) replaces
-    math-verify in tests.
-    """
-
-    GRACE = 1.0  # seconds past ``timeout`` before the helper counts as stuck and is killed
-    START_UP = 30.0  # extra budget of the first comparison: the helper's start and imports
-
-    def __init__(self, compare: Any = None) -> None:
-        self._compare = f"{compare.__module__}:{compare.__qualname__}" if compare else ""
-        self._lock = threading.Lock()
-        self._proc: Any = None
-        self._warm = False
-        self._owner = os.getpid()
-        self.timeouts = 0  # comparisons that ran out of time, soft or hard
-
-    def _start(self) -> None:
-        import subprocess
-        import sys
-
-        path = os.pathsep.join(p or os.getcwd() for p in sys.path)  # what this process imports
-        env = {**os.environ, "PYTHONPATH": path}
-        code = f"from vdlib.method.grading import _serve; _serve({self._compare!r})"
-        self._proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
-                                      stdout=subprocess.PIPE, env=env, bufsize=0)
-        self._owner = os.getpid()
-        self._warm = False
-
-    def _kill(self) -> None:
-        if self._proc is not None:
-            self._proc.kill()
-            self._proc.wait(timeout=5)
-            for pipe in (self._proc.stdin, self._proc.stdout):
-                pipe.close()
-        self._proc = None
-
-    def close(self) -> None:
-        """End the helper (its input closed, so it leaves its loop; killed if it does not
-        within a second), as the process exits: no helper outlives its owner, and no pipe is
-        left for the interpreter to warn about. A forked child leaves its parent's alone."""
-        with self._lock:
-            if self._proc is None or self._owner != os.getpid():
-                return
-            proc, self._proc = self._proc, None
-            try:
-                proc.stdin.close()
-                proc.wait(timeout=1)
-            except Exception:  # noqa: BLE001 - stuck in a comparison or already gone
-                proc.kill()
-                proc.wait(timeout=5)
-            proc.stdout.close()
-
-    def _ask(self, gold: str, pred: str, timeout: float, budget: float) -> bool | None:
-        """The helper's answer, or None when it gave none within ``budget`` seconds."""
-        import json
-        import select
-
-        self._proc.stdin.write(json.dumps([gold, pred, max(1, math.ceil(timeout))]).encode()
-                               + b"\n")
-        ready, _, _ = select.select([self._proc.stdout], [], [], budget)
-        if not ready:
-            return None
-        line = self._proc.stdout.readline()
-        return None if not line else line.strip() == b"1"
-
-    def compare(self, gold: str, pred: str, timeout: float) -> bool | None:
-        """The verdict, or None when the comparison ran out of time (soft or hard)."""
-        with self._lock:
-            if self._owner != os.getpid():  # a forked child: its parent's helper is not its own
-                self._proc = None
-            if self._proc is None or self._proc.poll() is not None:
-                self._start()
-            warm = self._warm
-            budget = timeout + self.GRACE + (0.0 if warm else self.START_UP)
-            started = time.monotonic()
-            try:
-                result = self._ask(gold, pred, timeout, budget)
-            except (OSError, ValueError):  # a helper that died meanwhile
-                result = None
-            if result is not None:
-                self._warm = True
-                # math-verify's own alarm answers False at the timeout: count it as one
-                if not result and warm and time.monotonic() - started >= timeout:
-                    self.timeouts += 1
-                    return None
-                return result
-            logger.warning("answer comparison exceeded %.1f s; restarting the grading helper "
-                           "(gold %r, answer %r)", timeout, gold[:200], pred[:200])
-            self._kill()
-            self.timeouts += 1
-            return None
-
-
-_HELPER = _HelperProcess()
+#: the process's helper for :func:`is_equivalent` (started on first use, closed at exit)
+_HELPER = HelperProcess(_verify_here)
 atexit.register(_HELPER.close)
 
 
 def _equivalent(gold: Any, pred: Any, timeout: float,
-                helper: _HelperProcess | None = None) -> bool | None:
+                helper: HelperProcess | None = None) -> bool | None:
     """:func:`is_equivalent`, with None for a comparison that ran out of time; ``helper``
     (default: the process's one) runs the math-verify part."""
     if not isinstance(gold, str) or not isinstance(pred, str):
@@ -327,7 +203,7 @@ def majority_votes(answer_lists: Sequence[Sequence[str | None]],
                 progress()
         return out
     helpers: SimpleQueue = SimpleQueue()
-    for h in _vote_helpers(workers):
+    for h in _VOTE_POOL.take(workers):
         helpers.put(h)
 
     def one(answers: Sequence[str | None]) -> tuple[str | None, float]:
@@ -343,18 +219,9 @@ def majority_votes(answer_lists: Sequence[Sequence[str | None]],
         return list(pool.map(one, answer_lists))
 
 
-_VOTE_HELPERS: list[_HelperProcess] = []
-_VOTE_LOCK = threading.Lock()
-
-
-def _vote_helpers(n: int) -> list[_HelperProcess]:
-    """The first ``n`` of the process's vote helpers, made as needed and kept for later calls
-    (a GRPO step's reward votes each step): each starts on first use and exits with this
-    process, when its stdin closes."""
-    with _VOTE_LOCK:
-        while len(_VOTE_HELPERS) < n:
-            _VOTE_HELPERS.append(_HelperProcess())
-        return _VOTE_HELPERS[:n]
+#: the vote threads' helpers, one a thread, kept for the next call (a GRPO step's reward votes
+#: each step)
+_VOTE_POOL = HelperPool(_verify_here)
 
 
 def vote_workers() -> int:
@@ -369,7 +236,7 @@ def vote_workers() -> int:
     return max(1, min(8, (os.cpu_count() or 1) // 4))
 
 
-def _vote(answers: Sequence[str | None], timeout: float, helper: _HelperProcess | None,
+def _vote(answers: Sequence[str | None], timeout: float, helper: HelperProcess | None,
           failed: str = "never_group") -> tuple[str | None, float]:
     groups: list[list[str | None]] = []
     failures: list[str | None] | None = None  # the failures' group, under "separate_group"

@@ -10,6 +10,10 @@ One signature everywhere: lists in, list of floats out.
 - :func:`total_proposer_reward`: proposer_reward - lambda * BLEU-cluster penalty
   (:func:`bleu_cluster_penalty`, R-Zero's repetition penalty, re-exported from
   ``vdlib.method.bleu_penalty``); failed rollouts keep ``failure_value`` (no penalty on top).
+- :func:`proposer_batch_rewards`: the composition for one GRPO rollout batch (paper Algorithm 1,
+  phase 1): the BLEU-cluster penalty over the batch's questions (``penalty_scope``: ``"batch"``,
+  every rollout, failed ones as the empty question, R-Zero; ``"valid"``, the parsed questions
+  only), then :func:`total_proposer_reward`; returns the rewards and the penalties.
 - :func:`solver_reward`: 1.0 when the completion's last ``\\boxed{}`` is equivalent to the target
   (the proposer's stated answer in the paper; the solvers' majority answer in R-Zero, chosen by
   ``scoring.solver_target``), else 0.0. A missing target or answer gives 0.0.
@@ -33,10 +37,12 @@ from vdlib.method.curriculum import in_window
 from vdlib.method.grading import is_equivalent
 from vdlib.method.parsing import extract_boxed
 
-__all__ = ["proposer_reward", "total_proposer_reward", "solver_reward", "bleu_cluster_penalty",
-           "VARIANTS"]
+__all__ = ["proposer_reward", "total_proposer_reward", "proposer_batch_rewards", "solver_reward",
+           "bleu_cluster_penalty", "VARIANTS", "PENALTY_SCOPES"]
 
 VARIANTS = ("paper", "rzero")
+#: which rollouts the repetition penalty clusters and divides by (config ``scoring.penalty_scope``)
+PENALTY_SCOPES = ("batch", "valid")
 
 
 def proposer_reward(accs: Sequence[float | None], tau_min: float = 0.3, tau_max: float = 0.7,
@@ -70,6 +76,32 @@ def total_proposer_reward(accs: Sequence[float | None], penalties: Sequence[floa
     base = proposer_reward(accs, tau_min, tau_max, variant, failure_value)
     return [b if acc is None else b - penalty_weight * float(pen)
             for b, acc, pen in zip(base, accs, penalties, strict=True)]
+
+
+def proposer_batch_rewards(questions: Sequence[str | None], accs: Sequence[float | None], *,
+                           tau_min: float = 0.3, tau_max: float = 0.7, variant: str = "paper",
+                           failure_value: float = 0.0, penalty_weight: float = 1.0,
+                           bleu_threshold: float = 0.5,
+                           penalty_scope: str = "batch") -> tuple[list[float], list[float]]:
+    """``(rewards, penalties)`` of one rollout batch: ``questions`` (None for a rollout that
+    failed to parse) and the frozen solver's ``accs`` of them (None for the same rollouts).
+    penalties = :func:`bleu_cluster_penalty` over the batch (``penalty_scope`` in
+    :data:`PENALTY_SCOPES`); rewards = :func:`total_proposer_reward` of accs and penalties.
+
+    >>> rewards, penalties = proposer_batch_rewards(["a b c d", "a b c d", None], [0.5, 0.5, None])
+    >>> [round(r, 3) for r in rewards], [round(p, 3) for p in penalties]
+    ([-0.167, -0.167, 0.0], [0.667, 0.667, 0.333])
+    >>> proposer_batch_rewards(["a b c d", "a b c d", None], [0.5, 0.5, None],
+    ...                        penalty_scope="valid")
+    ([-0.5, -0.5, 0.0], [1.0, 1.0, 0.0])
+    """
+    if penalty_scope not in PENALTY_SCOPES:
+        raise ValueError(f"penalty_scope = {penalty_scope!r}; allowed: {', '.join(PENALTY_SCOPES)}")
+    penalties = bleu_cluster_penalty(questions, bleu_threshold,
+                                     include_failed=penalty_scope == "batch")
+    rewards = total_proposer_reward(accs, penalties, tau_min, tau_max, variant, failure_value,
+                                    penalty_weight)
+    return rewards, penalties
 
 
 def solver_reward(completions: Sequence[str], targets: Sequence[str | None]) -> list[float]:

@@ -7,7 +7,11 @@
   reproducible packing, their SHA-256 list);
 - :mod:`~vdlib.utils.terminal`: a quiet terminal (tqdm bars off, known warnings filtered);
 - :mod:`~vdlib.utils.openai_client`: the OpenAI key and client;
-- :mod:`~vdlib.utils.tracking`: experiment trackers (TensorBoard, W&B, MLflow, Trackio).
+- :mod:`~vdlib.utils.tracking`: experiment trackers (TensorBoard, W&B, MLflow, Trackio);
+- :mod:`~vdlib.utils.workers`: independent CPU jobs in spawned worker processes;
+- :mod:`~vdlib.utils.helper_process`: a function run in a persistent helper process with a hard
+  timeout, safe from any thread, and a pool of them (grading's math-verify comparisons).
 
-May import: third-party packages only; nothing else of vdlib (tests/test_architecture.py).
+May import: third-party packages only; nothing else of vdlib (tests/test_architecture.py). The
+lowest floor: every other group may import it, :mod:`vdlib.method` included.
 """
