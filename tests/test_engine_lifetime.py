@@ -32,6 +32,7 @@ from vdlib.engines.engine_lifetime import (
     same_architecture,
 )
 from vdlib.engines.generation import GenerationBatch
+from vdlib.engines.setting import RolloutSetting, rollout_setting
 from vdlib.loop.trainer import release_rollout_engine
 from vdlib.runs.run_state import NOT_FINGERPRINTED, config_fingerprint
 
@@ -580,7 +581,8 @@ def test_lifetime_falls_back_to_stage_where_run_cannot_apply(tmp_path, monkeypat
 
     hf = ms.ModelStore(load_params({"profile": "tiny", "output_dir": str(tmp_path)}))
     assert hf.cfg.engine.backend == "hf" and hf.lifetime() == "stage"
-    assert hf.run_engine() is None and hf.trl_engine() == (None, {})
+    assert hf.run_engine() is None
+    assert rollout_setting(hf.cfg.engine, 10, 10, hf.run_engine()) == RolloutSetting("hf", {}, {})
 
     store = _store(tmp_path)
     _roles(store, monkeypatch, tiny_dir, tiny_dir)
@@ -618,8 +620,9 @@ def test_store_builds_one_run_engine_and_hands_it_to_trl(tmp_path, monkeypatch, 
     assert isinstance(engine, RunEngine) and store.run_engine() is engine
     assert engine.build_path == tiny_dir and engine.max_model_len == 300
     assert engine.dtype == store.cfg.model.dtype and not fake_vllm
-    factory, kwargs = store.trl_engine()
-    assert factory == engine.trl_llm and kwargs == {"vllm_enable_sleep_mode": True}
+    rollout = rollout_setting(store.cfg.engine, 10, 10, store.run_engine())
+    assert rollout.mode == "colocate" and rollout.llm_factory == engine.trl_llm
+    assert rollout.trl_args["vllm_enable_sleep_mode"] is True and rollout.trl_args["use_vllm"]
 
     with store.engine(tiny_dir, 8) as view:  # a stage: held on the checkpoint
         assert isinstance(view, SharedVLLMEngine) and view.show_progress
@@ -634,7 +637,10 @@ def test_store_builds_one_run_engine_and_hands_it_to_trl(tmp_path, monkeypatch, 
     server = _store(tmp_path, rollouts="server")
     monkeypatch.setattr(server, "use_cpu", False)
     _roles(server, monkeypatch, tiny_dir, tiny_dir)
-    assert server.run_engine() is not None and server.trl_engine() == (None, {})
+    assert server.run_engine() is not None
+    rollout = rollout_setting(server.cfg.engine, 10, 10, server.run_engine())
+    assert rollout.mode == "server" and rollout.llm_factory is None
+    assert "vllm_enable_sleep_mode" not in rollout.trl_args
 
 
 # ----------------------------------------------------------------------------- config

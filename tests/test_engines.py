@@ -76,6 +76,31 @@ def test_rollout_mode_and_trl_arguments():
     assert vllm_max_len(0, 4096) == 4096 and vllm_max_len(1, 4096) == 4352
 
 
+def test_one_call_builds_the_whole_rollout_setting():
+    """rollout_setting: the mode, TRL's keywords, the colocated engine's keywords and the run's
+    engine handed to TRL, from the engine section alone (what the stages used to gather from
+    five calls)."""
+    from types import SimpleNamespace
+
+    from vdlib.engines.setting import RolloutSetting, rollout_setting
+
+    assert rollout_setting(EngineConfig(backend="hf"), 100, 512) == RolloutSetting("hf", {}, {})
+    run = SimpleNamespace(trl_llm=object())  # the run's engine (engine.lifetime: run)
+    assert rollout_setting(EngineConfig(backend="hf"), 100, 512, run).llm_factory is None
+    ecfg = EngineConfig(backend="vllm", rollout_gpu_memory_utilization=0.25,
+                        rollout_kv_cache_gb=0.25)
+    own = rollout_setting(ecfg, 100, 512)  # TRL builds its own colocated engine
+    assert own == RolloutSetting("colocate", trl_vllm_args(ecfg, 100, 512),
+                                 {"kv_cache_memory_bytes": 2**28})
+    shared = rollout_setting(ecfg, 100, 512, run)  # TRL is handed the run's engine, asleep
+    assert shared.llm_factory is run.trl_llm and shared.llm_kwargs == own.llm_kwargs
+    assert shared.trl_args == {**own.trl_args, "vllm_enable_sleep_mode": True}
+    server = EngineConfig(backend="vllm", rollouts="server", rollout_server_url="http://h:1")
+    assert rollout_setting(server, 10, 10, run) == RolloutSetting(
+        "server", {"use_vllm": True, "vllm_mode": "server",
+                   "vllm_server_base_url": "http://h:1"}, {})
+
+
 def test_kv_cache_sizes_reach_every_engine_vdlib_starts(monkeypatch):
     """engine.kv_cache_gb goes to the in-process LLM and the server; rollout_kv_cache_gb to
     TRL's colocated LLM, through a patch of TRL's module that is undone afterwards."""

@@ -29,6 +29,7 @@ which TRL reloads with the policy's weights before every rollout batch (``sync_w
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import json
 import logging
@@ -40,7 +41,7 @@ if TYPE_CHECKING:  # the engine section, read by attribute (config sits below th
     from vdlib.config.config_runtime import EngineConfig
 
 __all__ = ["open_engine", "engine_kind", "rollout_mode", "trl_vllm_args", "rollout_llm_kwargs",
-           "kv_cache_bytes", "vllm_max_len",
+           "RolloutSetting", "rollout_setting", "kv_cache_bytes", "vllm_max_len",
            "served_model_name", "server_gpus", "release_cuda_memory"]
 
 logger = logging.getLogger(__name__)
@@ -86,6 +87,47 @@ def rollout_llm_kwargs(ecfg: EngineConfig) -> dict[str, Any]:
     """Extra ``vllm.LLM`` keywords of TRL's colocated engine (``engine.rollout_kv_cache_gb``),
     for :class:`~vdlib.loop.trainer.MaskedGRPOTrainer`'s ``rollout_llm_kwargs``."""
     return kv_cache_bytes(ecfg.rollout_kv_cache_gb) if rollout_mode(ecfg) == "colocate" else {}
+
+
+@dataclasses.dataclass(frozen=True)
+class RolloutSetting:
+    """How TRL's GRPO rollouts sample, for one trainer (:func:`rollout_setting`).
+
+    - ``mode``: ``hf`` (transformers), ``colocate`` or ``server`` (:func:`rollout_mode`);
+    - ``trl_args``: TRL ``GRPOConfig`` keywords (:func:`trl_vllm_args`, plus sleep mode when the
+      run's engine serves the rollouts); empty for ``hf``;
+    - ``llm_kwargs``: extra ``vllm.LLM`` keywords of TRL's colocated engine
+      (:func:`rollout_llm_kwargs`), for ``MaskedGRPOTrainer(rollout_llm_kwargs=...)``;
+    - ``llm_factory``: what TRL's ``LLM(...)`` returns instead of a new engine (the run's engine,
+      ``engine.lifetime: run``), for ``MaskedGRPOTrainer(rollout_llm_factory=...)``; else None.
+    """
+
+    mode: str
+    trl_args: dict[str, Any]
+    llm_kwargs: dict[str, Any]
+    llm_factory: Any = None
+
+
+def rollout_setting(ecfg: EngineConfig, max_prompt_tokens: int, max_completion: int,
+                    run_engine: Any = None) -> RolloutSetting:
+    """The whole rollout setting of one GRPO trainer from the engine section: its mode, TRL's
+    keywords, the colocated engine's keywords, and the run's engine handed to TRL when there is
+    one (``run_engine``: the run's :class:`~vdlib.engines.engine_lifetime.RunEngine`, or None)
+    and TRL colocates its rollouts (sleep mode on: TRL pushes its policy again after every
+    sleep). ``max_prompt_tokens`` + ``max_completion`` size a colocated engine's context.
+
+    >>> from vdlib.config.experiment import load_params
+    >>> rollout_setting(load_params({"profile": "tiny"}).engine, 100, 512)
+    RolloutSetting(mode='hf', trl_args={}, llm_kwargs={}, llm_factory=None)
+    """
+    mode = rollout_mode(ecfg)
+    trl = trl_vllm_args(ecfg, max_prompt_tokens, max_completion)
+    factory = None
+    if run_engine is not None and mode == "colocate":
+        factory = run_engine.trl_llm
+        trl = {**trl, "vllm_enable_sleep_mode": True}
+    return RolloutSetting(mode=mode, trl_args=trl, llm_kwargs=rollout_llm_kwargs(ecfg),
+                          llm_factory=factory)
 
 
 def vllm_max_len(max_prompt_tokens: int, max_new_tokens: int) -> int:

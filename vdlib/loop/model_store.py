@@ -250,15 +250,6 @@ class ModelStore:
                 dtype=cfg.model.dtype)
         return self._run_engine
 
-    def trl_engine(self) -> tuple[Any, dict[str, Any]]:
-        """``(factory, GRPOConfig keywords)`` handing the run's engine to TRL's colocated
-        rollouts (sleep mode on: TRL re-pushes its policy after every sleep), or
-        ``(None, {})`` when TRL builds its own engine."""
-        run_engine = self.run_engine()
-        if run_engine is None or rollout_mode(self.cfg.engine) != "colocate":
-            return None, {}
-        return run_engine.trl_llm, {"vllm_enable_sleep_mode": True}
-
     def close(self) -> None:
         """Shut the run's engine down (end of the run; no-op without one)."""
         if self._run_engine is not None:

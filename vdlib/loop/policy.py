@@ -49,7 +49,7 @@ def grpo_on_problems(model: Any, tok: Any, problems: Sequence[dict[str, Any]], g
                      mask_seed_fn: Callable[[int], int] | None = None,
                      engine: Any = None,
                      tracked: Callable[[], Any] | None = None,
-                     trl_engine: tuple[Any, dict[str, Any]] = (None, {}),
+                     run_engine: Any = None,
                      checkpoint_every: int = 0) -> tuple[Any, Any]:
     """Train ``model`` with GRPO on ``problems`` (``question``, ``answer``) in solver prompts,
     reward 1 when the last ``\\boxed{}`` is equivalent to ``answer``. The data are the problems
@@ -59,8 +59,9 @@ def grpo_on_problems(model: Any, tok: Any, problems: Sequence[dict[str, Any]], g
     :class:`~vdlib.config.experiment.EngineConfig`) routes TRL's rollouts through vLLM
     (vdlib.engines.setting.trl_vllm_args); None = transformers. ``tracked()``: a context manager
     yielding TRL arguments (:func:`vdlib.utils.tracking.tracked_trainer`) inside which the trainer
-    is built and trained. ``trl_engine``: ``(factory, GRPOConfig keywords)`` that hand TRL the run's
-    engine (:meth:`vdlib.loop.model_store.ModelStore.trl_engine`). ``checkpoint_every`` > 0:
+    is built and trained. ``run_engine``: the run's engine, handed to TRL's colocated rollouts
+    (:meth:`vdlib.loop.model_store.ModelStore.run_engine`; with ``engine``, through
+    :func:`vdlib.engines.setting.rollout_setting`). ``checkpoint_every`` > 0:
     TRL saves a checkpoint every that many GRPO steps in ``work_dir`` (weights, optimizer,
     scheduler, RNG, log history, and vdlib's mask log and reward records) and a call that finds
     one goes on from the last (:func:`last_checkpoint`)."""
@@ -92,17 +93,14 @@ def grpo_on_problems(model: Any, tok: Any, problems: Sequence[dict[str, Any]], g
         # (~1.6 GB each at 135M with AdamW) filled a 64 GB disk with six runs of 100 steps
         overrides.update(save_strategy="steps", save_steps=checkpoint_every * g.ppo_mini_batches,
                          save_total_limit=2)
-    llm_kwargs: dict[str, Any] = {}
+    rollout = None  # transformers rollouts, TRL's default
     if engine is not None:
-        from vdlib.engines.setting import rollout_llm_kwargs, trl_vllm_args
-
-        llm_kwargs = rollout_llm_kwargs(engine)
+        from vdlib.engines.setting import rollout_setting
 
         longest = max(len(tok(p, add_special_tokens=False)["input_ids"])
                       for p in data["prompt"][: min(len(data), 4096)])
-        overrides.update(trl_vllm_args(engine, longest, g.max_response_length))
-        if trl_engine[0] is not None:
-            overrides.update(trl_engine[1])
+        rollout = rollout_setting(engine, longest, g.max_response_length, run_engine)
+        overrides.update(rollout.trl_args)
     with tracked() if tracked is not None else contextlib.nullcontext({}) as tracking_args:
         args = trl_args(g, output_dir=str(work_dir), use_cpu=use_cpu, seed=seed % 2**31,
                         masked=vocab_dropout is not None, num_processes=world_size(),
@@ -113,8 +111,8 @@ def grpo_on_problems(model: Any, tok: Any, problems: Sequence[dict[str, Any]], g
                                     loss_variant=g.loss_variant, cov=cov_settings(g),
                                     offload_max_grad_norm=role_max_grad_norm(g),
                                     skip_null_backward=g.skip_null_backward,
-                                    rollout_llm_kwargs=llm_kwargs,
-                                    rollout_llm_factory=trl_engine[0])
+                                    rollout_llm_kwargs=rollout.llm_kwargs if rollout else {},
+                                    rollout_llm_factory=rollout.llm_factory if rollout else None)
         resume = last_checkpoint(work_dir) if checkpoint_every > 0 else None
         if checkpoint_every > 0:
             trainer.add_callback(_SavedState(trainer, reward))

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from vdlib.engines.models import load_model, load_tokenizer
-from vdlib.engines.setting import rollout_llm_kwargs, rollout_mode, trl_vllm_args
+from vdlib.engines.setting import rollout_setting
 from vdlib.loop.alpha_records import (
     alpha_history,
     check_recorded_decision,
@@ -107,20 +107,20 @@ def _train_proposer(store: ModelStore, t: int, out: Path, solver_engine: Any) ->
                             seed=derive_seed(cfg.seed, "proposer-score", t) + 1_000_003 * rank(),
                             trainer_ref=lambda: trainer_box[0] if trainer_box else None)
     prompt_tokens = len(tok(prompt, add_special_tokens=False)["input_ids"])
-    factory, engine_args = store.trl_engine()  # engine.lifetime: run hands TRL the run's engine
+    # one call: TRL's rollout engine, its keywords, and the run's engine handed to TRL
+    rollout = rollout_setting(cfg.engine, prompt_tokens, g.max_response_length, store.run_engine())
     with _tracked(store, out, "proposer")() as tracking_args:
         args = trl_args(g, output_dir=str(out / ".trl_proposer"), use_cpu=store.use_cpu,
                         seed=derive_seed(cfg.seed, "proposer", t) % 2**31,
                         masked=vd is not None, num_processes=world_size(),
-                        **trl_vllm_args(cfg.engine, prompt_tokens, g.max_response_length),
-                        **engine_args, **tracking_args)
+                        **rollout.trl_args, **tracking_args)
         trainer = MaskedGRPOTrainer(
             model=model, reward_funcs=[reward], args=args,
             train_dataset=Dataset.from_dict({"prompt": prompts}), processing_class=tok,
             vocab_dropout=vd,
             mask_seed_fn=(lambda step: mask_seed(cfg.seed, t, "train", step)) if vd else None,
-            loss_variant=g.loss_variant, rollout_llm_kwargs=rollout_llm_kwargs(cfg.engine),
-            rollout_llm_factory=factory,
+            loss_variant=g.loss_variant, rollout_llm_kwargs=rollout.llm_kwargs,
+            rollout_llm_factory=rollout.llm_factory,
             cov=cov_settings(g), offload_max_grad_norm=role_max_grad_norm(g),
             skip_null_backward=g.skip_null_backward)
         trainer_box.append(trainer)
@@ -132,7 +132,7 @@ def _train_proposer(store: ModelStore, t: int, out: Path, solver_engine: Any) ->
         atomic_write_json(out / "proposer_train.json", {
             "alpha_train": phase_alphas(cfg, t, history)["train"], "masked": vd is not None,
             **decision_record(cfg, history, t),
-            "rollout_engine": rollout_mode(cfg.engine),
+            "rollout_engine": rollout.mode,
             "mask_log": trainer.mask_log, **split_timing(trainer.state.log_history)})
     store.save_model(trainer, tok, out / "proposer_model")
     trainer_box.clear()  # the reward's reference to the trainer: no cycle keeps it alive
@@ -206,7 +206,7 @@ def solver(store: ModelStore, t: int, out: Path) -> None:
     trainer, reward = grpo_on_problems(model, tok, data, g, out / ".trl_solver",
                                        seed=derive_seed(cfg.seed, "solver", t),
                                        use_cpu=store.use_cpu, engine=cfg.engine,
-                                       trl_engine=store.trl_engine(),
+                                       run_engine=store.run_engine(),
                                        tracked=_tracked(store, out, "solver"))
     log = train_log(trainer, reward)  # every rank: the mean reward is gathered
     if is_main_process():

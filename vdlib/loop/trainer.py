@@ -273,7 +273,8 @@ class MaskedGRPOTrainer(GRPOTrainer):
     old_logprobs: packed | recompute | detach, experience_micro_batch), ``skip_null_backward``,
     ``rollout_llm_kwargs`` (extra ``vllm.LLM`` keywords of TRL's colocated engine,
     :func:`vdlib.engines.setting.rollout_llm_kwargs`) or ``rollout_llm_factory`` (what TRL's
-    ``LLM(...)`` returns instead: the run's engine, ``ModelStore.trl_engine``)."""
+    ``LLM(...)`` returns instead: the run's engine), both from
+    :func:`vdlib.engines.setting.rollout_setting`."""
 
     def __init__(self, *args: Any, vocab_dropout: VocabDropout | None = None,
                  mask_seed_fn: Callable[[int], int] | None = None,
