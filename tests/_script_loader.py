@@ -1,4 +1,5 @@
-"""One repository script (``benchmarks/...``, ``tools/lent-gpus/...``) loaded as a module, for the tests that call its
+"""One repository script (``benchmarks/...``, ``tools/lent-gpus/...``) loaded as a module,
+for the tests that call its
 functions: ``load_script("tools/lent-gpus/gpu_small.py")``. The tests folder is on ``sys.path``
 under pytest's default import mode, so a test imports this as ``from _script_loader import
 load_script``."""

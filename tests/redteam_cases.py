@@ -330,7 +330,8 @@ def notebooks_run_grid_other_config(ctx: Ctx):
     before = snapshot(run)
     r = ctx.python(_RUN_GRID, str(ctx.params(curriculum__num_questions=6)))
     raised = [ln for ln in r.err.splitlines() if ln.startswith("vdlib.")
-              and "Error" in ln.split(":")[0] or ln.startswith(("vdlib.loop.run_state.", "vdlib.runs.run_state."))]
+              and "Error" in ln.split(":")[0]
+              or ln.startswith(("vdlib.loop.run_state.", "vdlib.runs.run_state."))]
     held = (r.rc not in (0, None) and "RETURNED" not in r.out and bool(raised)
             and "RunConfigMismatch" in raised[0] and "curriculum.num_questions: 4 -> 6" in r.err
             and snapshot(run) == before)

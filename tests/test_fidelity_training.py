@@ -134,7 +134,8 @@ def test_repetition_penalty_default_is_rzero_whole_batch(tokenizer):
 def test_clip_bounds_are_one_symmetric_epsilon(tmp_path):
     """Sec. 'Preliminaries: GRPO and R-Zero': "min(rho_i A_i, clip(rho_i, 1-eps, 1+eps) A_i)":
     one epsilon on both sides. Its value is not stated; 0.2 is verl's default clip_ratio (the
-    trainer of Sec. 'Setup'). R-Zero's code clips the upper side at 0.3 (its actor config's clip_ratio_high; a
+    trainer of Sec. 'Setup'). R-Zero's code clips the upper side at 0.3 (its actor config's
+    clip_ratio_high; a
     switch)."""
     for g in (GRPOConfig(), load_params({"profile": "paper"}).solver,
               load_params({"profile": "paper"}).transfer):

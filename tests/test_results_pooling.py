@@ -68,7 +68,8 @@ def test_the_notebooks_and_vdlib_results_pool_a_committed_file_into_the_same_cel
         tmp_path, capsys):
     """docs/results/gpu_small_main.json records its rule (the merge writes the runs' evaluation
     config's, which the params they used leave at the defaults: first_run, ddof 0), `vdlib
-    results` pools by it, and its pass@1 cells are notebook 01's under that config, cell for cell. Under the old rule (each
+    results` pools by it, and its pass@1 cells are notebook 01's under that config, cell for cell.
+    Under the old rule (each
     seed the mean of its runs) the baseline's MATH500 read 0.9 ± 0.0 and VD75 − baseline on
     MATH500 was −0.11; the notebooks' rule gives 0.5 ± 0.1 and +0.20."""
     data = load_results(MAIN)

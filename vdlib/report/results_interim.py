@@ -3,7 +3,8 @@ GPU hold (4 x H100; every run stopped after iteration 2, no solver evaluated) be
 table's baseline and VD75 records, at iterations 1 and 2.
 
 The partial exports are in the experiments' archives (``docs/results/archives/``, members
-``h100x4_interim/``); :func:`interim_evidence` keeps, once, the numbers the table reads (each record's :data:`METRICS` at :data:`ITERATIONS`) in
+``h100x4_interim/``); :func:`interim_evidence` keeps, once, the numbers the table reads (each
+record's :data:`METRICS` at :data:`ITERATIONS`) in
 ``docs/results/interim_phase_entropy.json``, and :func:`interim_table` prints the table from
 that file and the main table's (its ``reference``). Cells are mean ± SE over the seeds (sample
 SD); each arm is tested against the reference arm the paper's claim names
