@@ -36,6 +36,7 @@ from pathlib import Path
 
 from vdlib.config import layout
 from vdlib.config.experiment import load_params
+from vdlib.experiments.experiment_results import merge_single_policy
 from vdlib.report.results import record_pooling_rule
 from vdlib.utils.archive import resolve
 
@@ -103,50 +104,17 @@ def export(params: str, output_dir: str) -> dict:
             "base_pass1": _summary(read_evaluation(base_dir, cfg)), "runs": runs}
 
 
-#: what every part of a merge must share (the runs' settings; the card may differ)
-SHARED = ("experiment", "steps_planned", "batch", "dataset", "warm_start", "evaluation",
-          "vllm_version")
-
-
 def merge(parts: dict[str, dict], experiment: str | None = None) -> dict:
-    """One export from several (name -> export): each (arm, seed) from the part that finished
-    it (none finished: the part with the most logged steps), ``source`` naming that part;
-    ``base_pass1`` from the part that has it. Raises ValueError when the parts differ in a
-    :data:`SHARED` setting or in the experiment, when two parts finished the same run, or when
-    two parts hold different base evaluations."""
-    if not parts:
-        raise ValueError("merge: no parts")
-    names = list(parts)
-    first = parts[names[0]]
-    for key in SHARED:
-        values = {json.dumps(parts[n].get(key), sort_keys=True) for n in names}
-        if len(values) > 1:
-            raise ValueError(f"merge: the parts differ in {key!r}: "
-                             + "; ".join(f"{n}: {parts[n].get(key)!r}" for n in names))
-    if experiment is not None and first.get("experiment") != experiment:
-        raise ValueError(f"merge: the parts are experiment {first.get('experiment')!r}, "
-                         f"the params {experiment!r}")
-    chosen: dict[tuple[str, int], dict] = {}
-    for n in names:
-        for run in parts[n].get("runs", []):
-            key = (run["arm"], run["seed"])
-            old = chosen.get(key)
-            if run.get("finished") and old is not None and old.get("finished"):
-                raise ValueError(f"merge: {key[0]} seed {key[1]} finished in both "
-                                 f"{old['source']} and {n}; give one of them")
-            if old is None or (run.get("finished") and not old.get("finished")) or (
-                    not old.get("finished")
-                    and len(run.get("steps") or []) > len(old.get("steps") or [])):
-                chosen[key] = {**run, "source": n}
-    bases = {n: parts[n]["base_pass1"] for n in names if parts[n].get("base_pass1")}
-    if len({json.dumps(b, sort_keys=True) for b in bases.values()}) > 1:
-        raise ValueError(f"merge: different base evaluations in {', '.join(bases)}")
-    cards = sorted({parts[n].get("card") for n in names if parts[n].get("card")})
-    return {**{k: v for k, v in first.items() if k not in ("runs", "base_pass1", "card")},
-            "card": " / ".join(cards) if cards else None, "parts": names,
-            "base_pass1": next(iter(bases.values()), None),
-            "base_source": next(iter(bases), None),
-            "runs": sorted(chosen.values(), key=lambda r: (r["arm"], r["seed"]))}
+    """One export from several (name -> export):
+    :func:`vdlib.experiments.experiment_results.merge_single_policy` (each (arm, seed) from the
+    part that finished it, shared settings checked), after checking that the parts are the
+    params' ``experiment``."""
+    if experiment is not None and parts:
+        first = parts[next(iter(parts))]
+        if first.get("experiment") != experiment:
+            raise ValueError(f"merge: the parts are experiment {first.get('experiment')!r}, "
+                             f"the params {experiment!r}")
+    return merge_single_policy(parts)
 
 
 def main(argv: list[str] | None = None) -> int:
