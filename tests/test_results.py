@@ -465,3 +465,24 @@ def test_the_committed_interim_table_counts_the_partial_runs():
     assert rows[("Vendi ↑", "1")].count("(n=3)") == 6
     assert rows[("Vendi ↑", "2")].count("(n=3)") == 5 and "(n=2)" in rows[("Vendi ↑", "2")]
     assert "38.1 ± 5.8 (n=3)" in rows[("Vendi ↑", "2")]  # the main table's baseline
+
+
+def test_collect_results_records_the_alphas_and_the_file_checks_them(tmp_path):
+    """Each record carries the alphas its iteration ran at (the adaptive schedule's trajectory is
+    read from the results file); older metrics without them give records without them, and a
+    non-number there is refused by name."""
+    for name, extra in (("adaptive", {"alpha_train": 0.75, "alpha_gen": 0.8125}), ("old", {})):
+        it = tmp_path / name / "iter_1"
+        it.mkdir(parents=True)
+        (it / "metrics.json").write_text(json.dumps({"valid_fraction": 0.5, **extra}))
+    data = collect_results({("adaptive", 0): tmp_path / "adaptive", ("old", 0): tmp_path / "old"})
+    adaptive, old = data["records"]
+    assert (adaptive["alpha_train"], adaptive["alpha_gen"]) == (0.75, 0.8125)
+    assert "alpha_train" not in old and "alpha_gen" not in old
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(data))
+    assert load_results(path)["records"][0]["alpha_gen"] == 0.8125
+    adaptive["alpha_gen"] = "high"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="'alpha_gen' is not a finite number"):
+        load_results(path)

@@ -38,6 +38,7 @@ from vdlib.evaluation.stats import pool_accuracies, seed_value
 from vdlib.report.frames import LOOP_METRIC_COLUMNS, arm_label
 from vdlib.report.results_contrasts import DIRECTION, comparison_fields
 from vdlib.report.results_file import (
+    ALPHA_RECORD_FIELDS,
     PASS1_PREFIX,
     RECORD_FIELDS,
     RESULTS_MAX_BYTES,
@@ -94,6 +95,7 @@ def collect_results(runs: Mapping[tuple[str, int], str | os.PathLike],
             m = safe_read.read_json(folder / layout.METRICS_FILE, RESULTS_MAX_BYTES)
             rec = {"arm": arm, "seed": seed, "iteration": t,
                    **{k: m.get(k) for k in RECORD_FIELDS},
+                   **{k: m[k] for k in ALPHA_RECORD_FIELDS if k in m},
                    **{k: m[k] for k in COV_RECORD_FIELDS if k in m}}  # KL-Cov / Clip-Cov
             if evaluations and (arm, seed) in evaluations and i == len(finished) - 1:
                 rec.update(_pass1_fields(evaluations[(arm, seed)]))

@@ -26,14 +26,20 @@ from vdlib.evaluation.stats import PER_SEED_CHOICES, pooling_note
 from vdlib.utils import safe_read
 from vdlib.utils.stats import SE_DDOF_CHOICES
 
-__all__ = ["RECORD_FIELDS", "PASS1_PREFIX", "ResultsFileError", "RESULTS_MAX_BYTES",
-           "MAX_ABS_VALUE", "MAX_ITERATION", "MAX_SEED", "is_finite_number", "finite_or_null",
-           "load_results", "read_json_file", "PoolingRule", "pooling_rule", "check_pooling"]
+__all__ = ["RECORD_FIELDS", "ALPHA_RECORD_FIELDS", "PASS1_PREFIX", "ResultsFileError",
+           "RESULTS_MAX_BYTES", "MAX_ABS_VALUE", "MAX_ITERATION", "MAX_SEED", "is_finite_number",
+           "finite_or_null", "load_results", "read_json_file", "PoolingRule", "pooling_rule",
+           "check_pooling"]
 
 #: the loop metrics each record carries (names of ``iter_<t>/metrics.json``)
 RECORD_FIELDS = ("valid_fraction", "self_bleu", "vendi", "novelty_rate", "cumulative_vendi",
                  "unique_tokens", "proposer_entropy", "curriculum_size", "proposer_mean_reward",
                  "valid_questions", "generated", "mean_acc", "kept_fraction")
+#: the alphas each record's iteration ran at (``iter_<t>/metrics.json``: the proposer's GRPO
+#: rollouts and the curriculum generation; 1.0 unmasked), so that a schedule's trajectory, the
+#: adaptive one's above all, is read from the results file; files exported before they were
+#: recorded lack them
+ALPHA_RECORD_FIELDS = ("alpha_train", "alpha_gen")
 #: record keys of solver pass@1: ``pass1_<benchmark>`` (mean over evaluation runs, in %) and
 #: ``pass1_<benchmark>_runs`` (each run's accuracy, in %)
 PASS1_PREFIX = "pass1_"
@@ -89,7 +95,8 @@ def finite_or_null(value: Any) -> Any:
 def _check_record(path: Any, i: int, r: Any) -> None:
     """Raise :class:`ResultsFileError` unless record ``i`` is what the report reads: an object
     with ``arm`` (text), ``seed`` (an integer, or null for ``base``), ``iteration`` (an integer
-    >= 0), finite numbers or null in :data:`RECORD_FIELDS` and ``pass1_<benchmark>``, and a list
+    >= 0), finite numbers or null in :data:`RECORD_FIELDS`, :data:`ALPHA_RECORD_FIELDS` and
+    ``pass1_<benchmark>``, and a list
     of finite numbers in ``pass1_<benchmark>_runs``."""
     where = f"{path}: records[{i}]"
     if not isinstance(r, dict):
@@ -110,8 +117,9 @@ def _check_record(path: Any, i: int, r: Any) -> None:
     for key, value in r.items():
         if not isinstance(key, str):
             continue
-        if key in RECORD_FIELDS or (key.startswith(PASS1_PREFIX) and key != "pass1_unfinished"
-                                    and not key.endswith("_runs")):
+        numeric = key in RECORD_FIELDS or key in ALPHA_RECORD_FIELDS
+        if numeric or (key.startswith(PASS1_PREFIX) and key != "pass1_unfinished"
+                       and not key.endswith("_runs")):
             if value is not None and not is_finite_number(value):
                 raise ResultsFileError(f"{where}: {key!r} is not a finite number (at most "
                                        "1e15 in magnitude) or null")
