@@ -24,7 +24,8 @@ RESULTS = ROOT / "docs" / "results"
 MERGE_SCRIPTS = {"gpu_small_main": "merge.sh", "gpu_small_phase": "merge_phase.sh",
                  "gpu_small_anneal": "merge_anneal.sh", "gpu_small_entropy": "merge_entropy.sh",
                  "gpu_small_fail_neg": "merge_failneg.sh",
-                 "gpu_small_single_policy": "merge_single_policy.sh"}
+                 "gpu_small_single_policy": "merge_single_policy.sh",
+                 "gpu_small_adaptive": "merge_adaptive.sh"}
 #: the co-evolution files (records by arm, seed and iteration) and the single-policy exports
 #: (runs of GRPO steps, vdlib.report.results_single_policy), each checked as its kind
 COMMITTED = sorted(p for p in RESULTS.glob("gpu_small_*.json")

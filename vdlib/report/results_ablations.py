@@ -16,7 +16,7 @@ gets a block by an entry there and a marker in the markdown
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +28,8 @@ from vdlib.report.results_file import ResultsFileError
 from vdlib.report.results_main_table import Records, num, pval
 from vdlib.utils.stats import compare_seeds, mean_and_se
 
-__all__ = ["Ablation", "ABLATIONS", "METRICS", "PASS1", "TESTED", "ablation_block"]
+__all__ = ["Ablation", "ABLATIONS", "METRICS", "PASS1", "TESTED", "ablation_block", "goal_rows",
+           "GOAL_MARGIN", "GOAL_SHARE"]
 
 #: metric -> (label, decimals); per iteration in the table, tested at the last iteration
 METRICS = {"valid_fraction": ("valid fraction", 3), "self_bleu": ("Self-BLEU ↓", 3),
@@ -43,6 +44,13 @@ ACTIVITY = {"kl_cov_active_fraction": ("KL-Cov: selected tokens with log π ≠ 
             "kl_cov_penalty": ("KL-Cov: penalty (loss term)", 6),
             "kl_cov_grad_ratio": ("KL-Cov: penalty's / policy term's gradient", 3),
             "clip_cov_selected_fraction": ("Clip-Cov: share of tokens cut", 4)}
+#: the alpha each iteration generated at (``alpha_gen``; the proposer's training used the same
+#: in every committed arm), rows only where a record carries it (files exported before it was
+#: recorded do not)
+ALPHA = {"alpha_gen": ("alpha (generation)", 4)}
+#: issue 54's goal for an adaptive arm at the last iteration: a mean valid fraction within
+#: GOAL_MARGIN of the baseline's while keeping at least GOAL_SHARE of VD75's Vendi gain
+GOAL_MARGIN, GOAL_SHARE = 0.05, 0.5
 TESTED = ("valid_fraction", "self_bleu", "vendi", "growth", "pass1_gsm8k", "pass1_math500")
 #: the results file a shared run came from, as the runs map's ``source`` names it
 MAIN = "gpu_small_main"
@@ -50,10 +58,12 @@ MAIN = "gpu_small_main"
 
 @dataclass(frozen=True)
 class Ablation:
-    """One experiment's arms in column order and its (arm, reference) tests."""
+    """One experiment's arms in column order, its (arm, reference) tests and, for an arm with
+    issue 54's goal (the adaptive schedule), that arm's name."""
 
     arms: tuple[str, ...]
     tests: tuple[tuple[str, str], ...]
+    goal: str | None = None
 
 
 #: results file stem -> its ablation
@@ -71,7 +81,37 @@ ABLATIONS = {
     "gpu_small_fail_neg": Ablation(("baseline", "vd75", "baseline_fail_neg", "vd75_fail_neg"),
                                    (("baseline_fail_neg", "baseline"), ("vd75_fail_neg", "vd75"),
                                     ("vd75_fail_neg", "baseline_fail_neg"))),
+    "gpu_small_adaptive": Ablation(("baseline", "vd85", "vd75", "anneal", "adaptive"),
+                                   (("adaptive", "vd75"), ("adaptive", "baseline"),
+                                    ("adaptive", "anneal")), goal="adaptive"),
 }
+
+
+def goal_rows(mean: Callable[[str, str], float | None], arm: str, t: int,
+              margin: float = GOAL_MARGIN, share: float = GOAL_SHARE) -> list[dict[str, Any]]:
+    """Issue 54's goal at iteration ``t`` from ``mean(arm, metric)`` (the seeds' mean, None
+    where missing): ``arm``'s valid fraction at least the baseline's minus ``margin``, and its
+    gain over the baseline in Vendi (the goal's words; cumulative Vendi beside it) at least
+    ``share`` of VD75's. One row per quantity: ``quantity``, ``value``, ``threshold``, ``met``
+    (None where an arm is missing).
+
+    >>> m = {("baseline", "valid_fraction"): 0.99, ("adaptive", "valid_fraction"): 0.95,
+    ...      ("baseline", "vendi"): 40.0, ("vd75", "vendi"): 52.0, ("adaptive", "vendi"): 47.0}
+    >>> [(r["value"], r["met"]) for r in goal_rows(lambda a, k: m.get((a, k)), "adaptive", 3)]
+    [(0.95, True), (0.5833333333333334, True), (None, None)]
+    """
+    rows = []
+    base, mine = mean("baseline", "valid_fraction"), mean(arm, "valid_fraction")
+    rows.append({"quantity": f"valid fraction ({arm_label(arm)}), iteration {t}", "value": mine,
+                 "threshold": None if base is None else base - margin,
+                 "met": None if base is None or mine is None else mine >= base - margin})
+    for metric in ("vendi", "cumulative_vendi"):
+        b, v, m = mean("baseline", metric), mean("vd75", metric), mean(arm, metric)
+        kept = None if None in (b, v, m) or v == b else (m - b) / (v - b)
+        rows.append({"quantity": f"share of VD75's {metric} gain kept, iteration {t}",
+                     "value": kept, "threshold": share,
+                     "met": None if kept is None else kept >= share})
+    return rows
 
 
 class AblationRecords(Records):
@@ -161,7 +201,7 @@ def ablation_block(data: Mapping[str, Any], stem: str) -> str:
         for i, t in enumerate(x.iterations):
             lines.append(f"| {label if i == 0 else ''} | {t} | "
                          + " | ".join(x.cell(a, metric, t, d) for a in ab.arms) + " |")
-    for metric, (label, d) in ACTIVITY.items():
+    for metric, (label, d) in {**ALPHA, **ACTIVITY}.items():
         if any(x.by_seed(a, metric, t) for a in ab.arms for t in x.iterations):
             for i, t in enumerate(x.iterations):
                 lines.append(f"| {label if i == 0 else ''} | {t} | "
@@ -176,4 +216,29 @@ def ablation_block(data: Mapping[str, Any], stem: str) -> str:
               "paired t (df), p |", "|---|---|---|---|---|"]
     lines += [row for arm, ref in ab.tests for metric in TESTED
               if (row := _test_row(x, arm, ref, metric)) is not None]
+    if ab.goal:
+        others = [a for a in ab.arms if a not in ("baseline", "vd75", ab.goal)]
+        lines += ["", _goal_table(x, (ab.goal, *others), last)]
+    return "\n".join(lines)
+
+
+def _goal_table(x: AblationRecords, arms: tuple[str, ...], t: int) -> str:
+    """Issue 54's goal for ``arms[0]`` and, beside it, the same quantities of the file's other
+    masked arms (where a fixed alpha or a timetable stands on the same trade-off)."""
+    def mean(a: str, metric: str) -> float | None:
+        v = list(x.by_seed(a, metric, t).values())
+        return sum(v) / len(v) if v else None
+
+    lines = [f"| goal (issue 54: a valid fraction within {GOAL_MARGIN} of the baseline's and at "
+             f"least {GOAL_SHARE:.0%} of VD75's Vendi gain, iteration {t}) | value | threshold "
+             "| met |", "|---|---|---|---|"]
+    for a in arms:
+        for r in goal_rows(mean, a, t):
+            met = "–" if r["met"] is None else ("yes" if r["met"] else "no")
+            value, threshold = ("–" if v is None else num(v, 3)
+                                for v in (r["value"], r["threshold"]))
+            quantity = r["quantity"].replace(f", iteration {t}", "")
+            if not quantity.startswith("valid"):
+                quantity = f"{quantity} ({arm_label(a)})"
+            lines.append(f"| {quantity} | {value} | {threshold} | {met} |")
     return "\n".join(lines)

@@ -33,6 +33,7 @@ from vdlib.config import layout
 from vdlib.report.drawing import arm_style, draw_ours, figure_style, integer_xaxis, new_figure
 from vdlib.report.frames import arm_label, metric_summary, require_columns, select_arms
 from vdlib.report.plots import PlotResult, save_figure
+from vdlib.report.results_ablations import GOAL_MARGIN, GOAL_SHARE, goal_rows
 from vdlib.utils.safe_read import read_json
 from vdlib.utils.stats import compare_seeds
 
@@ -171,26 +172,17 @@ def schedule_tests(metrics: pd.DataFrame, accuracy: pd.DataFrame | None = None, 
 
 
 def adaptive_goal(metrics: pd.DataFrame, *, arm: str = "adaptive", iteration: int | None = None,
-                  margin: float = 0.05, share: float = 0.5) -> pd.DataFrame:
-    """Issue 54's goal at ``iteration`` (default the last): the arm's mean valid fraction at
-    least the baseline's minus ``margin``, and its Vendi gain over the baseline at least
-    ``share`` of VD75's (per-iteration Vendi, the goal's words; cumulative Vendi beside it).
-    One row per quantity: ``value``, ``threshold``, ``met`` (None where an arm is missing)."""
+                  margin: float = GOAL_MARGIN, share: float = GOAL_SHARE) -> pd.DataFrame:
+    """Issue 54's goal at ``iteration`` (default the last) on a metrics frame: the arm's mean
+    valid fraction at least the baseline's minus ``margin``, and its Vendi gain over the
+    baseline at least ``share`` of VD75's (per-iteration Vendi, the goal's words; cumulative
+    Vendi beside it); the rule of docs/RESULTS.md's block
+    (:func:`vdlib.report.results_ablations.goal_rows`). One row per quantity: ``value``,
+    ``threshold``, ``met`` (None where an arm is missing)."""
     t = int(iteration if iteration is not None else metrics["iteration"].max())
 
     def mean(a: str, metric: str) -> float | None:
         v = _by_seed(metrics, a, t, metric)
         return sum(v.values()) / len(v) if v else None
 
-    rows = []
-    base, mine = mean("baseline", "valid_fraction"), mean(arm, "valid_fraction")
-    ok = None if base is None or mine is None else mine >= base - margin
-    rows.append({"quantity": f"valid fraction ({arm_label(arm)}), iteration {t}", "value": mine,
-                 "threshold": None if base is None else base - margin, "met": ok})
-    for metric in ("vendi", "cumulative_vendi"):
-        b, v, m = mean("baseline", metric), mean("vd75", metric), mean(arm, metric)
-        kept = None if None in (b, v, m) or v == b else (m - b) / (v - b)
-        rows.append({"quantity": f"share of VD75's {metric} gain kept, iteration {t}",
-                     "value": kept, "threshold": share,
-                     "met": None if kept is None else kept >= share})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(goal_rows(mean, arm, t, margin, share))
