@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from vdlib.config import ConfigError, load_params
+from vdlib.config.mask_settings import adaptive_settings, mask_schedule, mask_spec
 from vdlib.loop.arms import arm_params
 from vdlib.loop.coevolution import run
 from vdlib.method.adaptive_alpha import (
@@ -22,7 +23,14 @@ from vdlib.method.adaptive_alpha import (
     alpha_trajectory,
     next_alpha,
 )
-from vdlib.method.vocab_dropout import alpha_at, iteration_alpha, phase_alphas
+from vdlib.method.mask_schedule import (
+    MaskSchedule,
+    MaskSpec,
+    alpha_at,
+    alpha_decision,
+    iteration_alpha,
+    phase_alphas,
+)
 from vdlib.runs.run_extension import iterations_change
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -136,7 +144,9 @@ def test_config_keys_validate_before_any_model_loads():
     cfg = load_params(arm_params({"profile": "tiny"}, "adaptive"))
     vd = cfg.vocab_dropout
     assert (vd.schedule, vd.alpha, vd.phases) == ("adaptive", 0.75, "both")
-    assert AdaptiveSettings.from_config(vd) == S  # the config's defaults are the controller's
+    assert adaptive_settings(vd) == S  # the config's defaults are the controller's
+    assert mask_schedule(cfg) == MaskSchedule(alpha=0.75, iterations=cfg.iterations,
+                                              schedule="adaptive", adaptive=S)
     cases = [({"vocab_dropout": {"schedule": "cosine"}},
               "vocab_dropout.schedule = 'cosine' is not allowed; allowed values: fixed, linear, "
               "adaptive"),
@@ -159,20 +169,48 @@ def test_config_keys_validate_before_any_model_loads():
 
 
 def test_schedule_functions_read_the_records_only_for_adaptive():
-    cfg = load_params(arm_params({"profile": "tiny", "iterations": 3}, "adaptive"))
-    assert iteration_alpha(cfg, 1) == 0.75  # iteration 1 needs no records
+    schedule = mask_schedule(load_params(arm_params({"profile": "tiny", "iterations": 3},
+                                                    "adaptive")))
+    assert iteration_alpha(schedule, 1) == 0.75  # iteration 1 needs no records
     with pytest.raises(ValueError, match="needs the metrics of iterations 1 .. 1"):
-        iteration_alpha(cfg, 2)
+        iteration_alpha(schedule, 2)
     history = [rec(1, 0.7, 44.0), rec(2, 0.99, 44.1)]
-    assert iteration_alpha(cfg, 2, history) == pytest.approx(0.95)
-    assert phase_alphas(cfg, 3, history) == {"train": 0.918, "gen": 0.918}
-    gen_only = load_params({**arm_params({"profile": "tiny"}, "adaptive"),
-                            "vocab_dropout": {"schedule": "adaptive", "phases": "gen"}})
+    assert iteration_alpha(schedule, 2, history) == pytest.approx(0.95)
+    assert phase_alphas(schedule, 3, history) == {"train": 0.918, "gen": 0.918}
+    gen_only = mask_schedule(load_params({**arm_params({"profile": "tiny"}, "adaptive"),
+                                          "vocab_dropout": {"schedule": "adaptive",
+                                                            "phases": "gen"}}))
     assert phase_alphas(gen_only, 2, history) == {"train": 1.0, "gen": 0.95}
     with pytest.raises(ValueError, match="use iteration_alpha"):
         alpha_at(2, 3, alpha=0.75, schedule="adaptive")
-    anneal = load_params(arm_params({"profile": "tiny", "iterations": 3}, "anneal"))
+    anneal = mask_schedule(load_params(arm_params({"profile": "tiny", "iterations": 3},
+                                                  "anneal")))
     assert iteration_alpha(anneal, 2) == pytest.approx(0.875)  # timetables unchanged
+    with pytest.raises(ValueError, match="schedule = 'linear' makes no decision"):
+        alpha_decision(anneal, 2, [])
+
+
+def test_mask_values_come_from_the_config_and_are_checked():
+    fixed = load_params({"profile": "tiny", "iterations": 4,
+                         "vocab_dropout": {"alpha": 0.6, "phases": "train", "width":
+                                           "len_tokenizer", "extra_protected_ids": [5, 9]}})
+    # a timetable never reads the adaptive keys: alpha 0.6 < alpha_min 0.75 is fine
+    assert mask_schedule(fixed) == MaskSchedule(alpha=0.6, iterations=4, phases="train")
+    assert mask_spec(fixed) == MaskSpec(extra_protected_ids=(5, 9), width="len_tokenizer")
+    assert mask_spec(fixed).format_strings == ("<question>", "</question>", "\\boxed{", "}")
+    bad = [({"alpha": 0.75, "iterations": 3, "schedule": "cosine"}, "schedule = 'cosine'"),
+           ({"alpha": 0.75, "iterations": 3, "phases": "all"}, "phases = 'all'"),
+           ({"alpha": 1.5, "iterations": 3}, "alpha = 1.5 is out of range"),
+           ({"alpha": 0.75, "iterations": 0}, "iterations = 0 is out of range"),
+           ({"alpha": 0.75, "iterations": 3, "schedule": "adaptive"}, "needs adaptive settings"),
+           ({"alpha": 0.75, "iterations": 3, "adaptive": S}, "reads no adaptive settings"),
+           ({"alpha": 0.8, "iterations": 3, "schedule": "adaptive", "adaptive": S},
+            "adaptive.alpha = 0.75 != alpha = 0.8")]
+    for kwargs, message in bad:
+        with pytest.raises(ValueError, match=message):
+            MaskSchedule(**kwargs)
+    with pytest.raises(ValueError, match="extra_protected_ids"):
+        MaskSpec(extra_protected_ids=(-1,))
 
 
 def test_an_adaptive_run_may_be_extended():

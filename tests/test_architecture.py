@@ -307,3 +307,50 @@ def test_no_notebook_code_cell_is_repeated_in_another_notebook():
                 repeated.append(f"{nb.name} repeats a cell of {seen[cell]}:\n{cell[:200]}")
             seen.setdefault(cell, nb.name)
     assert not repeated, "\n\n".join(repeated)
+
+
+def _config_reads(source: str, sections: set[str]) -> list[str]:
+    """Where ``source`` reads a run's config by its shape: a name ``cfg`` or a config section's
+    name (``vocab_dropout``, ``proposer``, ...) as a variable or an argument, or an attribute
+    ``.<section>`` (``x.vocab_dropout.alpha``)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        name = (node.id if isinstance(node, ast.Name) else node.arg if isinstance(node, ast.arg)
+                else None)
+        if name is not None and (name == "cfg" or name in sections):
+            found.append(f"{node.lineno}: name {name}")
+        if isinstance(node, ast.Attribute) and node.attr in sections:
+            found.append(f"{node.lineno}: .{node.attr}")
+    return sorted(found, key=lambda hit: (int(hit.split(":")[0]), hit))
+
+
+def _config_sections() -> set[str]:
+    """The names of the config's sections, but ``model`` (in the method, the network itself)."""
+    import dataclasses
+
+    from vdlib.config import ExperimentConfig
+
+    return {f.name for f in dataclasses.fields(ExperimentConfig)
+            if isinstance(f.type, str) and f.type.endswith("Config")} - {"model"}
+
+
+def test_the_method_takes_values_not_a_config():
+    """Issue 52: vdlib/method's functions take the values they need; the conversion from a
+    config (``vdlib.config.mask_settings``) lives in config, so no function of the method
+    depends on the config's shape (which the import layers cannot see)."""
+    sections = _config_sections()
+    assert {"vocab_dropout", "proposer", "solver", "curriculum", "metrics"} <= sections
+    found = [f"{path.relative_to(ROOT)}:{hit}" for name, path in MODULES.items()
+             if _group(name) == "method"
+             for hit in _config_reads(path.read_text(encoding="utf-8"), sections)]
+    assert not found, "the method reads a config:\n" + "\n".join(found)
+
+
+def test_the_config_read_check_finds_planted_reads():
+    planted = ("def alpha(cfg, t):\n    return cfg.vocab_dropout.alpha\n"
+               "def start(vocab_dropout):\n    return vocab_dropout.adaptive\n"
+               "def width(run):\n    return run.settings.vocab_dropout.width\n"
+               "def fine(schedule, config):\n    return schedule.alpha, config.vocab_size\n")
+    assert _config_reads(planted, {"vocab_dropout", "proposer"}) == [
+        "1: name cfg", "2: .vocab_dropout", "2: name cfg", "3: name vocab_dropout",
+        "4: name vocab_dropout", "6: .vocab_dropout"]

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from vdlib.config.experiment import GRPOConfig, ScoringConfig, VocabDropoutConfig, load_params
+from vdlib.config.mask_settings import mask_schedule, mask_spec
 from vdlib.engines.generation import Sample
 from vdlib.engines.vllm_backend import RequestMasks, extra_args, parse_extra_args
 from vdlib.loop.arms import arm_params
@@ -207,5 +208,6 @@ def test_phase_mask_reads_the_width_switch(tiny_model_and_tokenizer, wide_tokeni
     model, _ = tiny_model_and_tokenizer
     for width, n_draw in (("vocab_size", 49_152), ("len_tokenizer", 49_155)):
         cfg = load_params({"profile": "tiny", "vocab_dropout": {"alpha": 0.5, "width": width}})
-        vd = phase_mask(cfg, 1, "train", wide_tokenizer, model=model)
+        vd = phase_mask(mask_schedule(cfg), mask_spec(cfg), 1, "train", wide_tokenizer,
+                        model=model)
         assert vd is not None and vd.n_draw == n_draw and vd.vocab_width == 49_216

@@ -9,14 +9,12 @@ import torch
 
 from vdlib.engines.generation import HFEngine
 from vdlib.engines.models import load_model
+from vdlib.method.mask_schedule import DEFAULT_FORMAT_STRINGS, alpha_at, mask_active
 from vdlib.method.prompts import proposer_prompt
 from vdlib.method.vocab_dropout import (
-    DEFAULT_FORMAT_STRINGS,
     VocabDropout,
     VocabMaskProcessor,
-    alpha_at,
     apply_mask,
-    mask_active,
     mask_seed,
     protected_token_ids,
 )

@@ -11,7 +11,9 @@
 - :mod:`~vdlib.config.model_names`: the registered model names, as data (the engines register
   a loader for each);
 - :mod:`~vdlib.config.arm_table`: the arms' table (name -> overrides);
-- :mod:`~vdlib.config.layout`: every run path and run id.
+- :mod:`~vdlib.config.layout`: every run path and run id;
+- :mod:`~vdlib.config.mask_settings`: a config as the method's plain mask values
+  (``mask_schedule(cfg)``, ``mask_spec(cfg)``; the method never reads a config).
 
 May import: :mod:`vdlib.method`, :mod:`vdlib.utils`; nothing of :mod:`vdlib.engines` (model
 names are its own data). Importing it and ``load_params`` stay light: no torch, datasets or vLLM.

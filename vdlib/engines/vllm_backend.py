@@ -45,7 +45,8 @@ from typing import Any, NamedTuple
 
 import torch
 
-from vdlib.method.vocab_dropout import VocabDropout, apply_mask, check_alpha
+from vdlib.method.mask_schedule import check_alpha
+from vdlib.method.vocab_dropout import VocabDropout, apply_mask
 
 # VocabDropoutLogitsProcessor is built on first access (it subclasses vLLM's classes); it is not
 # in __all__ so that a star import works without vLLM.

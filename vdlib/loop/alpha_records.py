@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from vdlib.config import layout
-from vdlib.method.vocab_dropout import alpha_decision, phase_alphas
+from vdlib.config.mask_settings import mask_schedule
+from vdlib.method.mask_schedule import alpha_decision, phase_alphas
 from vdlib.utils.safe_read import read_json
 
 __all__ = ["alpha_history", "run_phase_alphas", "decision_record", "check_recorded_decision",
@@ -46,9 +47,9 @@ def alpha_history(cfg: Any, run_dir: str | Path, t: int) -> list[dict[str, Any]]
 
 
 def run_phase_alphas(cfg: Any, run_dir: str | Path, t: int) -> dict[str, float]:
-    """:func:`vdlib.method.vocab_dropout.phase_alphas` of iteration ``t`` of the run in
+    """:func:`vdlib.method.mask_schedule.phase_alphas` of iteration ``t`` of the run in
     ``run_dir``, with its records where the schedule reads them."""
-    return phase_alphas(cfg, t, alpha_history(cfg, run_dir, t))
+    return phase_alphas(mask_schedule(cfg), t, alpha_history(cfg, run_dir, t))
 
 
 def decision_record(cfg: Any, history: list[dict[str, Any]] | None, t: int) -> dict[str, Any]:
@@ -56,7 +57,7 @@ def decision_record(cfg: Any, history: list[dict[str, Any]] | None, t: int) -> d
     reason, inputs) for an adaptive schedule; {} for a timetable."""
     if cfg.vocab_dropout.schedule != "adaptive":
         return {}
-    return {DECISION_KEY: alpha_decision(cfg, t, history).as_record()}
+    return {DECISION_KEY: alpha_decision(mask_schedule(cfg), t, history).as_record()}
 
 
 def check_recorded_decision(cfg: Any, run_dir: str | Path, t: int) -> None:

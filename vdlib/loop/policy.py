@@ -32,6 +32,7 @@ from transformers import TrainerCallback
 
 from vdlib.config import layout
 from vdlib.config.experiment import ExperimentConfig, GRPOConfig, load_params
+from vdlib.config.mask_settings import mask_schedule, mask_spec
 from vdlib.loop.distributed import open_run
 from vdlib.method.prompts import solver_prompt
 from vdlib.method.seeding import derive_seed
@@ -286,7 +287,7 @@ def _single_policy(cfg: ExperimentConfig, run_dir: Path) -> Path:
     problems = training_problems(sp.dataset, sp.train_examples, cfg.seed,
                                  cfg.evaluation.data_dir)
     model, tok = store.load_policy(store.base(cfg.model.proposer, "policy"), cfg.solver)
-    vd = phase_mask(cfg, 1, "train", tok, model=model)
+    vd = phase_mask(mask_schedule(cfg), mask_spec(cfg), 1, "train", tok, model=model)
     trainer, reward = grpo_on_problems(
         model, tok, problems, cfg.solver, run_dir / ".trl_policy",
         seed=derive_seed(cfg.seed, "policy", 1), use_cpu=store.use_cpu, vocab_dropout=vd,

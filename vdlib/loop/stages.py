@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vdlib.config.mask_settings import mask_schedule, mask_spec
 from vdlib.engines.models import load_model, load_tokenizer
 from vdlib.engines.setting import rollout_setting
 from vdlib.loop.alpha_records import (
@@ -46,9 +47,10 @@ from vdlib.loop.model_store import ModelStore
 from vdlib.loop.proposals import generate_proposals, proposal_records
 from vdlib.loop.scoring import score_questions
 from vdlib.method.curriculum import filter_curriculum
+from vdlib.method.mask_schedule import phase_alphas
 from vdlib.method.prompts import proposer_prompt
 from vdlib.method.seeding import derive_seed
-from vdlib.method.vocab_dropout import mask_seed, phase_alphas, phase_mask
+from vdlib.method.vocab_dropout import mask_seed, phase_mask
 from vdlib.utils.artifacts import atomic_write_json, read_jsonl, write_jsonl
 
 __all__ = ["Stage", "STAGE_TABLE", "STAGES", "TRAINING_STAGES", "proposer", "generate", "score",
@@ -98,7 +100,8 @@ def _train_proposer(store: ModelStore, t: int, out: Path, solver_engine: Any) ->
     cfg, g = store.cfg, store.cfg.proposer
     model, tok = store.load_policy(store.proposer(t - 1), g)
     history = alpha_history(cfg, store.run_dir, t)  # adaptive schedule: metrics of 1 .. t-1
-    vd = phase_mask(cfg, t, "train", tok, model=model, history=history)
+    schedule = mask_schedule(cfg)
+    vd = phase_mask(schedule, mask_spec(cfg), t, "train", tok, model=model, history=history)
     prompt = proposer_prompt(tok)
     prompts = [prompt] * (g.max_steps * g.rollout_batch_size)
     trainer_box: list[Any] = []
@@ -130,7 +133,7 @@ def _train_proposer(store: ModelStore, t: int, out: Path, solver_engine: Any) ->
     if is_main_process():
         write_jsonl(out / "proposer_rollouts.jsonl", merge_rank_records(per_rank))
         atomic_write_json(out / "proposer_train.json", {
-            "alpha_train": phase_alphas(cfg, t, history)["train"], "masked": vd is not None,
+            "alpha_train": phase_alphas(schedule, t, history)["train"], "masked": vd is not None,
             **decision_record(cfg, history, t),
             "rollout_engine": rollout.mode,
             "mask_log": trainer.mask_log, **split_timing(trainer.state.log_history)})
@@ -147,7 +150,8 @@ def generate(store: ModelStore, t: int, out: Path) -> None:
     path = store.proposer(t)
     tok = load_tokenizer(path)
     check_recorded_decision(cfg, store.run_dir, t)
-    vd = phase_mask(cfg, t, "gen", tok, path=path, history=alpha_history(cfg, store.run_dir, t))
+    vd = phase_mask(mask_schedule(cfg), mask_spec(cfg), t, "gen", tok, path=path,
+                    history=alpha_history(cfg, store.run_dir, t))
     with store.engine(path, cfg.curriculum.max_new_tokens, batch_size=cfg.curriculum.batch_size,
                       seed=derive_seed(cfg.seed, "generate-engine", t)) as engine:
         samples = generate_proposals(engine, tok, cfg.curriculum, seed=cfg.seed, iteration=t,

@@ -1,7 +1,10 @@
 """The paper's method, pure: what a reader needs to read, test or reuse it alone.
 
 - :mod:`~vdlib.method.vocab_dropout`: the mask (seeded draw, protected ids, logits processors,
-  schedules, phases);
+  a run's mask per iteration and phase);
+- :mod:`~vdlib.method.mask_schedule`: a run's masks as plain values, torch-free: the schedules
+  (fixed, linear, adaptive), the phases, and the ids a mask covers (``MaskSchedule``,
+  ``MaskSpec``; built from a config by :mod:`vdlib.config.mask_settings`);
 - :mod:`~vdlib.method.adaptive_alpha`: the adaptive alpha schedule's controller (vdlib's, issue
   54: alpha of the next iteration from the last one's valid fraction and diversity);
 - :mod:`~vdlib.method.rewards`: the proposer reward (paper / R-Zero), total and solver rewards;

@@ -74,8 +74,9 @@ def _number(name: str, value: Any, lo: float, hi: float, *, lo_open: bool = Fals
 @dataclass(frozen=True)
 class AdaptiveSettings:
     """The controller's start, bounds, targets and step sizes (config:
-    ``vocab_dropout.alpha`` and ``vocab_dropout.adaptive.*``; docs/schedules.md for the
-    defaults). Invalid values raise a ValueError naming the field and the allowed range."""
+    ``vocab_dropout.alpha`` and ``vocab_dropout.adaptive.*``, read by
+    :func:`vdlib.config.mask_settings.adaptive_settings`; docs/schedules.md for the defaults).
+    Invalid values raise a ValueError naming the field and the allowed range."""
 
     alpha: float = 0.75  # alpha of iteration 1
     alpha_min: float = 0.75  # lower bound (the upper bound is 1: no mask)
@@ -100,15 +101,6 @@ class AdaptiveSettings:
         if self.diversity_signal not in DIVERSITY_SIGNALS:
             raise ValueError(f"diversity_signal = {self.diversity_signal!r} is not allowed; "
                              f"allowed values: {', '.join(DIVERSITY_SIGNALS)}")
-
-    @classmethod
-    def from_config(cls, vocab_dropout: Any) -> AdaptiveSettings:
-        """From a ``vocab_dropout`` config section (``alpha`` and the ``adaptive`` fields)."""
-        a = vocab_dropout.adaptive
-        return cls(alpha=vocab_dropout.alpha, alpha_min=a.alpha_min, valid_target=a.valid_target,
-                   raise_gain=a.raise_gain, lower_step=a.lower_step,
-                   diversity_signal=a.diversity_signal, min_vendi_growth=a.min_vendi_growth,
-                   max_self_bleu_rise=a.max_self_bleu_rise)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ computes log-probabilities over the full vocabulary.
 Three vocabulary sizes (transformers' tokenizers and model configs): ``tokenizer.vocab_size`` omits
 added tokens; ``len(tokenizer)`` is the number of real ids; the model's logits width
 (``config.vocab_size``) may be larger, and those padded rows are always dropped. Which ids the
-Bernoulli draw covers is ``width`` (config ``vocab_dropout.width``, :data:`WIDTHS`):
+Bernoulli draw covers is ``width`` (config ``vocab_dropout.width``,
+:data:`~vdlib.method.mask_schedule.WIDTHS`):
 
 - ``"vocab_size"`` (default, the paper's snippet in App. "Vocabulary dropout implementation":
   ``V = tokenizer.vocab_size``; ``mask = torch.bernoulli(torch.full((V,), alpha))``): ids in
@@ -47,13 +48,11 @@ True
 >>> m8 = narrow.sample(seed=3)
 >>> torch.equal(m8[:8], m[:8]), bool(m8[8]), bool(m8[9])  # id 8 undrawn, 9 protected
 (True, False, True)
->>> [round(alpha_at(t, 5, alpha=0.75, alpha_final=1.0, schedule="linear"), 4) for t in range(1, 6)]
-[0.75, 0.8125, 0.875, 0.9375, 1.0]
 
-Schedules (``vocab_dropout.schedule``, :data:`SCHEDULES`): ``fixed`` and ``linear`` are
-timetables (:func:`alpha_at`, a function of the iteration alone); ``adaptive`` reads the run's
-records: alpha of iteration t comes from the metrics of iterations 1 .. t-1 through the
-controller of :mod:`vdlib.method.adaptive_alpha` (:func:`iteration_alpha` with ``history``).
+Which alpha each iteration and phase uses (the schedules ``fixed``, ``linear``, ``adaptive``;
+the phase switch) is :mod:`vdlib.method.mask_schedule`, torch-free; :func:`phase_mask` turns its
+:class:`~vdlib.method.mask_schedule.MaskSchedule` and
+:class:`~vdlib.method.mask_schedule.MaskSpec` into iteration t's mask for one phase.
 """
 
 from __future__ import annotations
@@ -66,53 +65,33 @@ from typing import Any
 import torch
 from transformers import LogitsProcessor
 
-from vdlib.method.adaptive_alpha import AdaptiveSettings, AlphaDecision, adaptive_alpha
+from vdlib.method.mask_schedule import (
+    DEFAULT_FORMAT_STRINGS,
+    PHASES,
+    WIDTHS,
+    MaskSchedule,
+    MaskSpec,
+    check_alpha,
+    phase_alphas,
+)
 from vdlib.method.seeding import derive_seed
 
 __all__ = [
-    "DEFAULT_FORMAT_STRINGS",
-    "WIDTHS",
     "draw_width",
-    "PHASES",
-    "PHASE_SETTINGS",
-    "iteration_alpha",
-    "alpha_decision",
-    "TIMETABLES",
     "phase_mask",
-    "phase_alphas",
-    "SCHEDULES",
     "protected_token_ids",
     "VocabDropout",
     "VocabMaskProcessor",
     "apply_mask",
     "mask_seed",
-    "alpha_at",
-    "mask_active",
-    "check_alpha",
 ]
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_FORMAT_STRINGS = ("<question>", "</question>", "\\boxed{", "}")
-PHASE_SETTINGS = ("both", "train", "gen", "none")  # vocab_dropout.phases: where the mask acts
-TIMETABLES = ("fixed", "linear")  # schedules that depend on the iteration alone (alpha_at)
-SCHEDULES = (*TIMETABLES, "adaptive")  # adaptive: from the run's records (adaptive_alpha)
-WIDTHS = ("vocab_size", "len_tokenizer")  # vocab_dropout.width: the ids the draw covers
-PHASES = ("train", "gen")  # the mask phases: GRPO rollouts, curriculum generation
 
 # Contexts in which a format string is tokenised: start of text, after a space, a newline, two
 # newlines, a word, a digit, punctuation; followed by nothing, a newline, a space, a word or digit.
 _PREFIXES = ("", " ", "\n", "\n\n", "word", "word ", "7", ". ", ":", "}")
 _SUFFIXES = ("", "\n", " ", "\n\n", "x", "7", ".")
-
-
-def check_alpha(alpha: float, name: str = "alpha") -> float:
-    """``alpha`` as a float if ``0 < alpha <= 1``, else a ValueError naming it."""
-    if isinstance(alpha, bool) or not isinstance(alpha, int | float):
-        raise ValueError(f"{name} = {alpha!r} must be a number; allowed: 0 < {name} <= 1")
-    if not 0.0 < float(alpha) <= 1.0:
-        raise ValueError(f"{name} = {alpha!r} is out of range; allowed: 0 < {name} <= 1")
-    return float(alpha)
 
 
 # ----------------------------------------------------------------------------- protected ids
@@ -373,7 +352,7 @@ class VocabDropout:
         return float(allowed[free].float().mean()) if bool(free.any()) else 1.0
 
 
-# ----------------------------------------------------------------------------- seeds, schedules
+# ----------------------------------------------------------------------------- seeds
 
 
 def mask_seed(run_seed: int, iteration: int, phase: str, step: int) -> int:
@@ -389,88 +368,23 @@ def mask_seed(run_seed: int, iteration: int, phase: str, step: int) -> int:
     return derive_seed(run_seed, "vocab_dropout", int(iteration), phase, int(step))
 
 
-def alpha_at(iteration: int, iterations: int, *, alpha: float, alpha_final: float = 1.0,
-             schedule: str = "fixed") -> float:
-    """Alpha at 1-based ``iteration`` of ``iterations``: fixed, or linear from ``alpha`` at the
-    first iteration to ``alpha_final`` at the last (paper: 0.75 -> 1.0 over 5 iterations)."""
-    check_alpha(alpha)
-    check_alpha(alpha_final, "alpha_final")
-    if schedule == "adaptive":
-        raise ValueError("schedule = 'adaptive' depends on the run's records, not the iteration "
-                         "alone; use iteration_alpha(cfg, t, history) or "
-                         "vdlib.method.adaptive_alpha.adaptive_alpha")
-    if schedule not in SCHEDULES:
-        raise ValueError(f"schedule = {schedule!r} is not allowed; allowed values: "
-                         f"{', '.join(SCHEDULES)}")
-    if not 1 <= iteration <= iterations:
-        raise ValueError(f"iteration = {iteration}; allowed: 1 <= iteration <= {iterations}")
-    if schedule == "fixed" or iterations == 1:
-        return float(alpha)
-    return alpha + (alpha_final - alpha) * (iteration - 1) / (iterations - 1)
-
-
-def mask_active(phases: str, phase: str) -> bool:
-    """Whether the mask applies in ``phase`` ("train": proposer GRPO rollouts; "gen": curriculum
-    generation) under the ``phases`` setting (both / train / gen / none)."""
-    if phases not in PHASE_SETTINGS:
-        raise ValueError(f"phases = {phases!r} is not allowed; allowed values: "
-                         f"{', '.join(PHASE_SETTINGS)}")
-    if phase not in PHASES:
-        raise ValueError(f"phase = {phase!r} is not allowed; allowed values: {', '.join(PHASES)}")
-    return phases == "both" or phases == phase
-
-
 # ----------------------------------------------------------------------------- a run's masks
 
 
-def alpha_decision(cfg: Any, t: int, history: Sequence[Any] | None) -> AlphaDecision:
-    """The adaptive schedule's decision for iteration ``t`` from ``history``, the metrics
-    records (``metrics.json`` dicts) of iterations 1 .. t-1 (more are ignored); a ValueError
-    when fewer are given (the loop reads them from the run folder)."""
-    vd = cfg.vocab_dropout
-    if vd.schedule != "adaptive":
-        raise ValueError(f"vocab_dropout.schedule = {vd.schedule!r} makes no decision; allowed "
-                         "values: adaptive")
-    history = list(history or ())
-    if len(history) < t - 1:
-        raise ValueError(f"the adaptive schedule needs the metrics of iterations 1 .. {t - 1} "
-                         f"for iteration {t}; got {len(history)}")
-    return adaptive_alpha(history[: t - 1], AdaptiveSettings.from_config(vd))
-
-
-def iteration_alpha(cfg: Any, t: int, history: Sequence[Any] | None = None) -> float:
-    """The schedule's alpha at iteration ``t`` (before the phase switch: see :func:`phase_mask`).
-    ``history``: the metrics records of iterations 1 .. t-1, read by the adaptive schedule only
-    (:func:`alpha_decision`)."""
-    vd = cfg.vocab_dropout
-    if vd.schedule == "adaptive":
-        return alpha_decision(cfg, t, history).alpha
-    return alpha_at(t, cfg.iterations, alpha=vd.alpha, alpha_final=vd.alpha_final,
-                    schedule=vd.schedule)
-
-
-def phase_alphas(cfg: Any, t: int, history: Sequence[Any] | None = None) -> dict[str, float]:
-    """The retention each mask phase uses at iteration ``t``: the schedule's alpha where
-    ``vocab_dropout.phases`` turns the phase on, 1.0 (no mask) where it does not. This is what
-    the artifacts record as ``alpha_train`` and ``alpha_gen``. ``history``: as
-    :func:`iteration_alpha`."""
-    alpha = iteration_alpha(cfg, t, history)
-    return {p: alpha if mask_active(cfg.vocab_dropout.phases, p) else 1.0 for p in PHASES}
-
-
-def phase_mask(cfg: Any, t: int, phase: str, tok: Any, *, model: Any = None,
-               path: str | None = None, history: Sequence[Any] | None = None
-               ) -> VocabDropout | None:
+def phase_mask(schedule: MaskSchedule, spec: MaskSpec, t: int, phase: str, tok: Any, *,
+               model: Any = None, path: str | None = None,
+               history: Sequence[Any] | None = None) -> VocabDropout | None:
     """Iteration ``t``'s mask for ``phase`` (``train`` or ``gen``) over ``model``'s logits or,
-    without loading weights, the checkpoint at ``path``; None when the phase is off or alpha
-    is 1 (the unmasked baseline runs without any processor). ``history``: as
-    :func:`iteration_alpha`."""
-    vd = cfg.vocab_dropout
-    alpha = phase_alphas(cfg, t, history)[phase]
+    without loading weights, the checkpoint at ``path``: its alpha from ``schedule``
+    (:func:`vdlib.method.mask_schedule.phase_alphas`), its protected and drawn ids from
+    ``spec``; None when the phase is off or alpha is 1 (the unmasked baseline runs without any
+    processor). ``history``: the metrics records of iterations 1 .. t-1, read by the adaptive
+    schedule only."""
+    alpha = phase_alphas(schedule, t, history)[phase]
     if alpha >= 1.0:
         return None
     if model is not None:
-        return VocabDropout.for_model(model, tok, alpha, vd.format_strings,
-                                      vd.extra_protected_ids, width=vd.width)
-    return VocabDropout.for_checkpoint(path, tok, alpha, vd.format_strings,
-                                       vd.extra_protected_ids, width=vd.width)
+        return VocabDropout.for_model(model, tok, alpha, spec.format_strings,
+                                      spec.extra_protected_ids, width=spec.width)
+    return VocabDropout.for_checkpoint(path, tok, alpha, spec.format_strings,
+                                       spec.extra_protected_ids, width=spec.width)

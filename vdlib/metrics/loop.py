@@ -34,7 +34,7 @@ def _mean(xs: list[float]) -> float | None:
 
 def iteration_metrics(iter_dir: Path, t: int, alphas: Mapping[str, float]) -> dict[str, Any]:
     """The iteration's metrics (see the module docstring); ``alphas``: mask phase -> retention
-    (:func:`vdlib.method.vocab_dropout.phase_alphas`)."""
+    (:func:`vdlib.method.mask_schedule.phase_alphas`)."""
     iter_dir = Path(iter_dir)
     rollouts = read_jsonl(iter_dir / "proposer_rollouts.jsonl")
     questions = read_jsonl(iter_dir / "questions.jsonl")

@@ -33,17 +33,13 @@ import numpy as np
 import pandas as pd
 import torch
 
+from vdlib.config.mask_settings import mask_schedule
 from vdlib.method import grpo
 from vdlib.method.bleu_penalty import BleuClusters
 from vdlib.method.curriculum import filter_curriculum, in_window
+from vdlib.method.mask_schedule import PHASE_SETTINGS, alpha_at, phase_alphas
 from vdlib.method.rewards import proposer_reward
-from vdlib.method.vocab_dropout import (
-    PHASE_SETTINGS,
-    VocabDropout,
-    alpha_at,
-    apply_mask,
-    phase_alphas,
-)
+from vdlib.method.vocab_dropout import VocabDropout, apply_mask
 from vdlib.report.drawing import figure_style, new_figure
 from vdlib.report.plots import PlotResult, save_figure
 
@@ -436,12 +432,12 @@ def filter_frame(questions: Sequence[dict[str, Any]], tau_min: float, tau_max: f
 def phase_switch_frame(cfg: Any, iteration: int = 1) -> pd.DataFrame:
     """One row per ``vocab_dropout.phases`` setting (:data:`PHASE_SETTINGS`): the alpha of the
     proposer's GRPO rollouts (mask phase ``train``) and of its curriculum generation (``gen``) at
-    ``iteration``, as the loop takes them from :func:`vdlib.method.vocab_dropout.phase_alphas`
+    ``iteration``, as the loop takes them from :func:`vdlib.method.mask_schedule.phase_alphas`
     (1.0 = no mask), and the solver's, which no setting masks (Algorithm 1)."""
+    schedule = mask_schedule(cfg)
     rows = []
     for phases in PHASE_SETTINGS:
-        c = replace(cfg, vocab_dropout=replace(cfg.vocab_dropout, phases=phases))
-        a = phase_alphas(c, iteration)
+        a = phase_alphas(replace(schedule, phases=phases), iteration)
         rows.append({"vocab_dropout.phases": phases, "proposer GRPO rollouts (train)": a["train"],
                      "curriculum generation (gen)": a["gen"], "solver GRPO": 1.0})
     return pd.DataFrame(rows)
@@ -450,7 +446,7 @@ def phase_switch_frame(cfg: Any, iteration: int = 1) -> pd.DataFrame:
 def schedule_frame(alpha: float, iterations: int, alpha_final: float = 1.0,
                    adaptive: Sequence[Any] = ()) -> pd.DataFrame:
     """Alpha per iteration 1..``iterations`` under the fixed schedule and the linear anneal
-    (:func:`vdlib.method.vocab_dropout.alpha_at`), and, when given, an adaptive trajectory
+    (:func:`vdlib.method.mask_schedule.alpha_at`), and, when given, an adaptive trajectory
     (``adaptive``: decisions with ``.iteration``, ``.alpha`` and ``.rule``, e.g.
     :func:`vdlib.method.adaptive_alpha.alpha_trajectory`'s)."""
     rows = [{"iteration": t, "fixed": alpha_at(t, iterations, alpha=alpha),

@@ -2,7 +2,7 @@
 only, where the finished work does not depend on it (docs/reliability.md).
 
 The loop reads ``iterations`` (T) only through the alpha schedule
-(:func:`vdlib.method.vocab_dropout.alpha_at`); every stage seeds itself from ``(seed, stage, t)``.
+(:func:`vdlib.method.mask_schedule.alpha_at`); every stage seeds itself from ``(seed, stage, t)``.
 With a fixed alpha (or a linear schedule whose ``alpha_final`` equals ``alpha``), no iteration
 depends on T; with an annealed schedule iteration 1 does not and every later one does (its
 alpha is ``alpha + (alpha_final - alpha) (t - 1) / (T - 1)``). So a changed T is allowed when
@@ -28,6 +28,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from vdlib.method.mask_schedule import alpha_at
+
 __all__ = ["iterations_change", "allow_iterations_change"]
 
 
@@ -41,8 +43,6 @@ def _recorded_iterations(stages: Mapping[str, Any]) -> list[int]:
 
 
 def _alpha(config: Mapping[str, Any], t: int) -> float:
-    from vdlib.method.vocab_dropout import alpha_at
-
     vd = config.get("vocab_dropout") or {}
     return alpha_at(t, int(config["iterations"]), alpha=vd.get("alpha", 1.0),
                     alpha_final=vd.get("alpha_final", 1.0), schedule=vd.get("schedule", "fixed"))
