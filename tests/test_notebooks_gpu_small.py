@@ -36,7 +36,8 @@ def test_gpu_small_runs_the_135m_experiments_with_their_committed_results_names(
     jobs = _plan()
     assert [j.name for j in jobs] == [
         "01_main_table", "01_main_table@entropy_baselines", "01_main_table@entropy_kl_cov",
-        "01_main_table@fail_neg", "02_phase_ablation", "04_single_policy", "05_annealing"]
+        "01_main_table@fail_neg", "02_phase_ablation", "04_single_policy", "05_annealing",
+        "05_annealing@adaptive"]
     committed = {p.stem for p in RESULTS.glob("gpu_small_*.json")}
     for j in jobs:
         assert j.record["params"] == f"params/gpu-small/{j.params_file.name}"

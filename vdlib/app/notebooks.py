@@ -54,12 +54,13 @@ logger = logging.getLogger(__name__)
 PROFILE_NOTEBOOKS: dict[str, dict[str, tuple[str, ...]]] = {
     # the experiments a 135M model can show (docs/experiments.md, "The gpu-small notebooks"):
     # the main table with its entropy baselines (KL-Cov's packed rerun beside) and the
-    # reward-ordering variant, the phase ablation, single-policy GRPO, annealing
+    # reward-ordering variant, the phase ablation, single-policy GRPO, annealing (and the
+    # adaptive schedule beside it, issue 54)
     "gpu-small": {
         "01_main_table": ("main_table", "entropy_baselines", "entropy_kl_cov", "fail_neg"),
         "02_phase_ablation": ("phase_ablation",),
         "04_single_policy": ("single_policy",),
-        "05_annealing": ("annealing",),
+        "05_annealing": ("annealing", "adaptive"),
     },
 }
 
