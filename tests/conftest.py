@@ -6,6 +6,23 @@ os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers / huggingface_hub are 
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ["TOKENIZERS_PARALLELISM"] = "false"
 
+
+def _threads_per_worker() -> int | None:
+    """The CPU threads each pytest-xdist worker may use: the cores shared out among the workers
+    (None outside xdist). torch and OpenMP otherwise start one thread per core in every worker
+    and in every process a test spawns (notebook kernels, arm workers), so two workers on 2 cores
+    run 4+ spinning threads: measured on 2 cores (AMD Zen 3, 2026-12-02), four torch-heavy test
+    files under `-n 2` took 302 s with the default threads and 127 s with one a worker."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if not workers:
+        return None
+    return max(1, (os.cpu_count() or 1) // max(1, int(workers)))
+
+
+if (_n := _threads_per_worker()) is not None:  # before torch is imported; spawned processes inherit
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_var, str(_n))
+
 import pytest  # noqa: E402
 
 
