@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import importlib.util
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -71,13 +72,75 @@ def test_processor_class_follows_the_installed_vllm():
           f"entry point registered: {vb.entry_point_registered()}")
 
 
-@pytest.mark.parametrize("route", vb.ROUTES)
-def test_both_routes_never_sample_a_dropped_id(tiny_dir, tokenizer, route):
+def _runner(llm):
+    worker = llm.llm_engine.model_executor.driver_worker
+    return getattr(worker, "model_runner", None) or worker.worker.model_runner
+
+
+def _loaded_processors(runner) -> list:
+    """The logits processor instances of an engine's model runner (V2: its sampler's list;
+    V1: its input batch's)."""
+    sampler = getattr(runner, "sampler", None)
+    if sampler is not None and hasattr(sampler, "logits_processors"):
+        return list(sampler.logits_processors)
+    return list(runner.input_batch.logitsprocs.all)
+
+
+def test_the_model_runner_is_named_and_loads_the_processor_once(tiny_dir):
+    """Which model runner vLLM picked with vdlib's processor loaded, printed for the log. Where
+    vLLM offers the model runner V2 processor interface, a fallback to V1 fails: the processor
+    implements V2, so nothing should force V1."""
+    import vllm
+
+    llm = _llm(tiny_dir)
+    try:
+        runner = _runner(llm)
+        v2 = ve._uses_v2_runner(llm)
+        name = f"{type(runner).__module__}.{type(runner).__qualname__}"
+        ours = [p for p in _loaded_processors(runner)
+                if isinstance(p, vb.logits_processor_class())]
+        print(f"vLLM {vllm.__version__}: model runner {'V2' if v2 else 'V1'} ({name}); "
+              f"vdlib processors loaded: {len(ours)}; "
+              f"VLLM_USE_V2_MODEL_RUNNER={os.environ.get('VLLM_USE_V2_MODEL_RUNNER')}")
+        assert len(ours) == 1  # the entry point or the explicit list, never both
+        assert (".worker.gpu.model_runner" in name) == v2
+        if vb.vllm_interfaces()["v2"]:
+            assert v2, f"vLLM {vllm.__version__} has the V2 processor interface but ran V1"
+    finally:
+        vb.shutdown_llm(llm)
+
+
+@pytest.fixture
+def runner_for_route(request, monkeypatch):
+    """The allowed_token_ids route caps at 1,024 ids under model runner V2: where vLLM has V2,
+    that route's engine runs V1 (VLLM_USE_V2_MODEL_RUNNER=0, vLLM's environment cache cleared
+    before and after so the next engines see the default again)."""
+    route = request.param
+    envs = None
+    if route == "allowed_token_ids" and vb.vllm_interfaces()["v2"]:
+        import vllm.envs as envs
+
+        monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "0")
+    clear = getattr(getattr(envs, "__getattr__", None), "cache_clear", None)
+    if clear:
+        clear()
+    yield route
+    if envs is not None:
+        monkeypatch.delenv("VLLM_USE_V2_MODEL_RUNNER")
+        clear = getattr(envs.__getattr__, "cache_clear", None)
+        if clear:
+            clear()
+
+
+@pytest.mark.parametrize("runner_for_route", vb.ROUTES, indirect=True)
+def test_both_routes_never_sample_a_dropped_id(tiny_dir, tokenizer, runner_for_route):
     from vdlib.engines.generation import Sample
 
+    route = runner_for_route
     vd = VocabDropout.for_checkpoint(str(tiny_dir), tokenizer, alpha=0.5)
     before = _free_gib()
     with ve.VLLMEngine(_llm(tiny_dir), tokenizer, route=route) as engine:
+        print(f"route {route}: model runner {'V2' if ve._uses_v2_runner(engine.llm) else 'V1'}")
         kw = dict(n=8, max_new_tokens=48, temperature=1.5, seed=0)
         for seed in (17, 18):
             masked = engine.generate(PROMPTS, vocab_dropout=vd, mask_seed=seed, **kw)
