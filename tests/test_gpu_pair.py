@@ -24,6 +24,7 @@ def _pair(tmp_path: Path, lanes: str, *steps: str, out: str = "out", stub: str =
     bench = tmp_path / "b"
     bench.mkdir(exist_ok=True)
     shutil.copy(ROOT / "tools" / "lent-gpus" / "gpu_pair.sh", bench)
+    shutil.copy(ROOT / "tools" / "lent-gpus" / "new_session.py", bench)
     (bench / "gpu_env.sh").write_text("true\n")  # the lent machine's checks, not here
     (bench / "gpu_small.sh").write_text(stub)
     env = {**os.environ, "OUT": str(tmp_path / out), "END": "2000000000", "GRAPHS": "1",

@@ -28,12 +28,7 @@ start)
     cp -a docs/results "$NB/docs/" && cp -a "$(dirname "$0")" "$NB/tools/" || exit 2
     printf '%q ' "$@" > "$NB/args"
     date +%s > "$NB/started"
-    (cd "$NB" && python3 -c 'import os, sys
-if os.fork():
-    sys.exit(0)
-os.setsid()
-os.closerange(3, 4096)
-os.execvp("bash", ["bash", "-c", sys.argv[1]])' '
+    (cd "$NB" && python3 tools/lent-gpus/new_session.py bash -c '
 export PYTHONPATH=/tmp/site:$PWD:/tmp/vdsite JUPYTER_RUNTIME_DIR=/tmp/jrt
 s=$(date +%s)
 eval python3 -m vdlib.app.cli notebooks run $(cat args) --output-dir "$PWD/outputs" > nb.log 2>&1

@@ -48,17 +48,11 @@ pack() {  # each lane's folder and log as $OUT/<name>.tgz, the hold's log as $OU
     done
     cp "$HOLD/hold.log" "$OUT/hold.log" 2>/dev/null
 }
-NEW_SESSION='import os, sys
-if os.getpgrp() == os.getpid() and os.fork():  # a group leader cannot start a session
-    sys.exit(0)
-os.setsid()
-os.closerange(3, 4096)  # no pipe of the command that started it stays open in the session
-os.execvp(sys.argv[1], sys.argv[1:])'
 detach() {  # the hold's steps (as `start` saved them) in a new process session, in $HOLD/out
     # (returns once the session wrote its pid, so that a `wait` right after cannot start another),
     # run in $HOLD/repo: a copy of what they read, which a later command's sync cannot touch
     # a new session through python3 (there on every lent machine; setsid(1) may not be)
-    (cd "$HOLD/repo" || exit 2; python3 -c "$NEW_SESSION" bash -c \
+    (cd "$HOLD/repo" || exit 2; python3 tools/lent-gpus/new_session.py bash -c \
         '. "$0/env"; echo $$ > "$0/pid"; OUT=$0/out bash "$1" $(cat "$0/steps"); echo $? > "$0/done"' \
         "$HOLD" "$HOLD/repo/tools/lent-gpus/$(basename "$0")" >> "$HOLD/hold.log" 2>&1 < /dev/null &)
     for _ in $(seq 150); do [ -s "$HOLD/pid" ] && break; sleep 0.2; done  # the session is up
