@@ -36,7 +36,10 @@ copy_checkout() {  # the checkout (no wheel parts) -> $1, .bench included when c
 }
 env_for() {  # the environment of vLLM version $1 (25 or 33), running from copy $2
     local site=/tmp/site
-    [ "$1" = 33 ] && site=/tmp/site33:/tmp/site
+    # torch 2.14 was built against cuDNN 9.24; the machine's 9.19 (reused, symbol-checked)
+    # fails only torch's version check (.gpu33_tools/README)
+    [ "$1" = 33 ] && site=/tmp/site33:/tmp/site && export PYTORCH_SKIP_CUDNN_COMPATIBILITY_CHECK=1
+    # FlashInfer did not travel: its sampler off (vLLM 0.33's V2 sampler imports it otherwise)
     export PYTHONPATH=$site:$2:/tmp/vdsite VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 \
         TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1 \
         CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
