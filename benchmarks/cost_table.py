@@ -12,13 +12,13 @@ figure carries the file it comes from. Run at the repository root:
 
 Sources and what each gives (docs/SCALING.md, "Planning a run: vdlib plan"):
 
-- ``h100x1/``, ``h200x1/`` of ``docs/results/archives/gpu_small_main.zip`` (read in place,
-  :mod:`vdlib.utils.archive`): the gpu-small grid, three runs sharing one card,
-  ``engine.lifetime: stage``. Per run-iteration: stage seconds (``timing.json``), question
-  lengths and valid counts (``questions.jsonl.gz``), GRPO rollout lengths
-  (``*_train.json``), and from the run logs every vLLM call's prompts, seconds and output
-  tokens/s (its final progress line), TRL's step bar and each engine start. The final solvers'
-  evaluation logs give seconds per benchmark run.
+- ``h100x1/`` of ``docs/results/archives/gpu_small_main_h100x1_h100x4.zip``, ``h200x1/`` of
+  ``gpu_small_main_h200x1_h200x4.zip`` (read in place, :mod:`vdlib.utils.archive`): the
+  gpu-small grid, three runs sharing one card, ``engine.lifetime: stage``. Per run-iteration:
+  stage seconds (``timing.json``), question lengths and valid counts (``questions.jsonl.gz``),
+  GRPO rollout lengths (``*_train.json``), and from the run logs every vLLM call's prompts,
+  seconds and output tokens/s (its final progress line), TRL's step bar and each engine start.
+  The final solvers' evaluation logs give seconds per benchmark run.
 - ``iteration_profile_h200.json`` with ``engine_lifetime/iteration_profile_{run,stage}_h200.log``:
   the same params, one run alone on an H200, both lifetimes (TRL's ``train_runtime`` per phase
   from the logs). Its output lengths come from the same arm and seed in ``h100x1/``
@@ -53,8 +53,12 @@ sys.path.insert(0, str(ROOT))
 from vdlib.utils.archive import Member  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
-#: the main table's raw run records (docs/results/archives/, read in place)
-GPU_SMALL_MAIN = ROOT / "docs" / "results" / "archives" / "gpu_small_main.zip"
+ARCHIVES = ROOT / "docs" / "results" / "archives"
+#: the main table's raw run records (docs/results/archives/, read in place): session folder ->
+#: the archive that holds it
+GPU_SMALL_MAIN = {"h100x1": ARCHIVES / "gpu_small_main_h100x1_h100x4.zip",
+                  "h200x1": ARCHIVES / "gpu_small_main_h200x1_h200x4.zip",
+                  "h100x1_rerun": ARCHIVES / "gpu_small_main_h100x1_rerun_h200x2.zip"}
 TABLE = ROOT / "vdlib" / "data" / "cost_table.json"
 GPU_SMALL = "params/gpu-small/main_table.yaml"
 STAGES = ("proposer", "generate", "score", "curriculum", "solver", "metrics")
@@ -73,8 +77,8 @@ _EVAL_ENGINE = re.compile(r"^(\S+ \S+),\d+ INFO vdlib\.(?:engines\.)?vllm_backen
 
 
 def gpu_small(folder: str) -> Member:
-    """A session folder of the main table's archive (``h100x1``, ``h200x1``, ...)."""
-    return Member(GPU_SMALL_MAIN, folder)
+    """A session folder of the main table's archives (``h100x1``, ``h200x1``, ...)."""
+    return Member(GPU_SMALL_MAIN[folder], folder)
 
 
 def rel(path: Path | Member) -> str:
@@ -571,8 +575,8 @@ SHAPES = {
 CARDS = {
     "h100": {"name": "NVIDIA H100 80GB HBM3", "memory_gib": 79.6,
              "source": "81,559 MiB as nvidia-smi reports an H100 80GB HBM3; vLLM found 78.66 GiB "
-                       "free on an empty one "
-                       "(docs/results/archives/gpu_small_main.zip/h100x1 logs)"},
+                       "free on an empty one (docs/results/archives/"
+                       "gpu_small_main_h100x1_h100x4.zip/h100x1 logs)"},
     "h200": {"name": "NVIDIA H200", "memory_gib": 140.4,
              "source": "143,771 MiB (benchmarks/results/gpu_throughput_1gpu_h200.log)"},
 }

@@ -4,7 +4,7 @@ stuck in C code never sees), measured in the same run.
 
     python benchmarks/grading_speed.py [--questions 300] [--m 10] [--out PATH]
     python benchmarks/grading_speed.py --votes-from \
-        docs/results/archives/gpu_small_main.zip/h100x1/vd75-seed2/iter_3/questions.jsonl.gz
+        docs/results/archives/gpu_small_main_h100x1_h100x4.zip/h100x1/vd75-seed2/iter_3/questions.jsonl.gz
 
 ``--votes-from``: instead of synthetic answers, the extracted solver answers of a GPU run's
 ``questions.jsonl(.gz)`` (every valid question's ``solver_answers``); the votes must then also

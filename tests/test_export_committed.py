@@ -1,6 +1,6 @@
 """vdlib export on the committed gpu-small main-table runs (9 runs: baseline, VD85, VD75 x seeds
-0-2, 3 iterations of 1,024 questions each), read in place from the evidence archive
-``docs/results/archives/gpu_small_main.zip``: the dataset read back with ``datasets`` equals
+0-2, 3 iterations of 1,024 questions each), read in place from the evidence archives
+``docs/results/archives/gpu_small_main_*.zip``: the dataset read back with ``datasets`` equals
 every field of the archive's ``questions.jsonl.gz``, and the card holds the run's metrics."""
 
 from __future__ import annotations

@@ -85,7 +85,7 @@ def test_an_extract_inside_an_evidence_zip_is_read_in_place(tmp_path):
     run = _extract(tmp_path / "hold")
     members = {f"h200x4/{p.relative_to(run.parent).as_posix()}": p
                for p in run.rglob("*") if p.is_file()}
-    archive = tmp_path / "gpu_small_main.zip"
+    archive = tmp_path / "gpu_small_main_h200x1_h200x4.zip"
     write_archive(members, archive)
     assert main(["export", f"{archive}/h200x4/vd75-seed1", "--to", str(tmp_path / "out")]) == 0
     _check(tmp_path / "out", tmp_path)

@@ -283,7 +283,7 @@ def test_invalid_counts_classify_each_generation_and_pool_the_seeds(tmp_path):
 
 def test_the_committed_invalid_counts_are_count_invalid_of_the_archived_question_files():
     """docs/results/invalid_questions.json is count_invalid over the question files of the runs
-    merge.sh merges, read in place from docs/results/archives/gpu_small_main.zip."""
+    merge.sh merges, read in place from docs/results/archives/gpu_small_main_*.zip."""
     from _script_loader import load_script
 
     from vdlib.report.results_file import read_json_file

@@ -6,11 +6,11 @@ date (``h200x2_2026-12-01``), the archive is packed again reproducibly and
 ``docs/results/archives/SHA256SUMS`` rewritten (tests/test_archive.py checks both). Run at the
 repository root:
 
-    python tools/lent-gpus/archive_session.py gpu_small_main /tmp/import/h200x2_2026-12-01 \\
+    python tools/lent-gpus/archive_session.py gpu_small_adaptive /tmp/import/h200x2_2026-12-01 \\
         --as h200x2_2026-12-01
 
 then name the part in the experiment's merge script as
-``docs/results/archives/gpu_small_main.zip/h200x2_2026-12-01/<lane>/<experiment>.json``.
+``docs/results/archives/gpu_small_adaptive.zip/h200x2_2026-12-01/<lane>/<experiment>.json``.
 A name already in the archive is refused (the committed evidence is never overwritten), and so
 is one named after a hold or an attempt (say the machine and date instead).
 """
@@ -59,7 +59,7 @@ def add_session(experiment: str, folder: Path, name: str, archives: Path = ARCHI
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("experiment", help="the archive's name, e.g. gpu_small_main")
+    p.add_argument("experiment", help="the archive's name, e.g. gpu_small_adaptive")
     p.add_argument("folder", type=Path, help="the session's imported folder")
     p.add_argument("--as", dest="name", required=True, help="its folder name in the archive")
     args = p.parse_args(argv)

@@ -161,8 +161,8 @@ def pass1_from_log(text: str, runs: int, benchmarks: list[str]) -> dict:
 def _load_part(spec: str) -> dict:
     """A ``--parts`` entry: ``FILE``, or ``FILE::RUN,RUN`` to take only those runs of it (the
     base record always comes along; ``arms`` then lists only the arms taken). Its runs record
-    the entry as their ``source``. ``FILE`` may run through a zip
-    (``docs/results/archives/gpu_small_main.zip/h200x1/export.json``: read in place)."""
+    the entry as their ``source``. ``FILE`` may run through a zip (read in place:
+    ``docs/results/archives/gpu_small_main_h200x1_h200x4.zip/h200x1/export.json``)."""
     path, _, only = spec.partition("::")
     where = resolve(path)  # a part may be a member of a committed archive (docs/results/archives)
     data = load_results(path, json.loads(where.read_text(encoding="utf-8"))

@@ -1,6 +1,6 @@
 #!/bin/bash
-# How docs/results/gpu_small_main.json was made from the exports in docs/results/archives/gpu_small_main.zip (run at
-# the repository root; tests/test_results.py checks that it gives the committed file):
+# How docs/results/gpu_small_main.json was made from the exports in docs/results/archives/gpu_small_main_*.zip
+# (run at the repository root; tests/test_results.py checks that it gives the committed file):
 #   part 1 (4 x H100): seeds 0 and 1, iteration 1, and the base checkpoint's evaluation;
 #   part 2 (1 x H100): seed 2, iterations 1-3 and its final solvers' evaluation; then seed 0,
 #   iterations 1-3, whose evaluation the end of the GPU time cut after GSM8K (no longer merged:
@@ -24,11 +24,14 @@
 #   one from v4 (the same loss computed over a shared prompt prefix; float rounding apart the
 #   same checkpoint), so it does not reproduce them record for record.
 set -e
-G=docs/results/archives/gpu_small_main.zip  # read in place (vdlib.utils.archive)
+# read in place (vdlib.utils.archive); parts 1-2, 3-4 and 5-6 each in one archive
+A=docs/results/archives/gpu_small_main_h100x1_h100x4.zip
+B=docs/results/archives/gpu_small_main_h200x1_h200x4.zip
+C=docs/results/archives/gpu_small_main_h100x1_rerun_h200x2.zip
 OUTFILE=${1:-docs/results/gpu_small_main.json}
 python tools/lent-gpus/gpu_small.py merge params/gpu-small/main_table.yaml \
-    --parts $G/h100x4/export.json $G/h100x1/export_seed2.json $G/h200x1/export.json \
-    $G/h200x2_2026-11-28/main_s0/gpu_small_main.json \
+    --parts $A/h100x4/export.json $A/h100x1/export_seed2.json $B/h200x1/export.json \
+    $C/h200x2_2026-11-28/main_s0/gpu_small_main.json \
     --note completed "every arm and seed: iterations 1-3 (seed 2 on one H100, seeds 1 and 0 on one H200 each; the three arms of a seed sharing the GPU; seed 0 rerun 2026-11-28 from the format warm-start of cache key v4, seeds 1 and 2 from v3)" \
     --note solver_eval "pass@1 at T = 0.7, 3 runs, GSM8K and MATH500: the base checkpoint (iteration 0) and the final (iteration-3) solvers of every arm and seed" \
     --note date 2026-11-28 --out "$OUTFILE"

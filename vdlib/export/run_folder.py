@@ -3,7 +3,7 @@ questions and metrics, its checkpoints, each file checked against the run's reco
 
 Two kinds of folder are accepted, wherever they lie (no ``<output_dir>/<experiment>/`` layout
 is needed; only the folder itself), on disk or inside a committed evidence zip
-(``docs/results/archives/gpu_small_main.zip/h200x4/vd75-seed0``, read in place through
+(``docs/results/archives/gpu_small_main_h200x1_h200x4.zip/h200x4/vd75-seed0``, read in place through
 :func:`vdlib.utils.archive.resolve`):
 
 - **a run folder** as the loop writes it (:mod:`vdlib.config.layout`): ``config.yaml``,

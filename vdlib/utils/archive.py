@@ -4,7 +4,7 @@ The raw per-run records behind ``docs/results/*.json`` (run folders' ``timing.js
 ``metrics.json``, ``questions.jsonl.gz``, the run logs, each part's export) are committed as
 one zip per experiment under ``docs/results/archives/``, listed with their SHA-256 in
 ``docs/results/archives/SHA256SUMS``. A path may run *through* an archive:
-``docs/results/archives/gpu_small_main.zip/h100x1/export.json`` names the member
+``docs/results/archives/gpu_small_main_h100x1_h100x4.zip/h100x1/export.json`` names the member
 ``h100x1/export.json`` of that zip. :func:`resolve` turns such a string into a read-only
 :class:`Member` (a small pathlib-like view: ``/``, ``name``, ``suffix``, ``iterdir``, ``glob``,
 ``open``, ``read_text``) and any other string into a :class:`pathlib.Path`, so a reader takes
