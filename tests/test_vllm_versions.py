@@ -21,7 +21,8 @@ def _table_versions(text: str) -> list[str]:
 
 
 def test_the_table_names_versions():
-    assert _table_versions((ROOT / "docs" / "vllm.md").read_text(encoding="utf-8")) == ["0.25.1"]
+    assert _table_versions((ROOT / "docs" / "vllm.md").read_text(encoding="utf-8")) == [
+        "0.25.1", "0.33.0"]
     assert _table_versions("**The table of runs.**\n\n| vLLM | x |\n|---|---|\n| 1.2.3 | y |\n"
                            "| 0.9.0 | z |\n") == ["1.2.3", "0.9.0"]
 
@@ -31,8 +32,9 @@ def test_pins_admit_only_versions_that_ran():
     extra = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     reqs = [Requirement(r) for r in extra["project"]["optional-dependencies"]["gpu"]]
     vllm = next(r for r in reqs if r.name == "vllm")
-    # every version the range admits among those that exist up to the newest in the index
-    candidates = [f"0.{minor}.{patch}" for minor in range(20, 34) for patch in range(0, 3)]
+    # every version the range admits among the index's (0.34.0 the newest on 2026-12-02) and the
+    # patch releases that may follow them
+    candidates = [f"0.{minor}.{patch}" for minor in range(20, 41) for patch in range(0, 3)]
     admitted = [v for v in candidates if vllm.specifier.contains(v)]
     assert admitted and set(admitted) <= set(ran), (str(vllm.specifier), ran)
     env = (ROOT / "environment.yml").read_text(encoding="utf-8")

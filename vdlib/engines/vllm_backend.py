@@ -1,4 +1,4 @@
-"""Vocabulary dropout inside vLLM (0.25.1 to 0.31): a seeded logits processor and an engine.
+"""Vocabulary dropout inside vLLM (0.25.1 and 0.33.0 ran): a seeded logits processor and an engine.
 
 Two routes (usage, server included, in docs/vllm.md):
 
@@ -11,8 +11,8 @@ Two routes (usage, server included, in docs/vllm.md):
   the logits' device and applies :func:`vdlib.method.vocab_dropout.apply_mask` once per group of
   rows sharing a mask. The class is built at run time over the interfaces the installed vLLM offers
   (:func:`vllm_interfaces`): the V1 batch-level interface (every vLLM since 0.10.1; in 0.25.x a
-  custom processor makes vLLM run its model runner V1) and, where it exists (0.31), the model
-  runner V2 interface too.
+  custom processor makes vLLM run its model runner V1) and, where it exists (0.31+; 0.33.0 runs
+  it on V2), the model runner V2 interface too.
 - ``"allowed_token_ids"`` (the paper's): the allowed ids per request; model runner V2 caps the
   list at 1,024 ids, so it needs ``VLLM_USE_V2_MODEL_RUNNER=0``.
 
@@ -222,11 +222,11 @@ def _build_processor_class(v1_base: type, v2_base: type) -> type:
     """The processor class over vLLM's two base classes (fakes in the CPU tests)."""
 
     class VocabDropoutLogitsProcessor(v1_base, v2_base):
-        """Both interfaces of vLLM 0.31. Model runner V1: ``__init__(vllm_config, device,
-        is_pin_memory)``, ``update_state(batch_update)``, ``apply(logits)`` with rows = batch
-        indices. Model runner V2: ``__init__(vllm_config, req_states)``,
-        ``add_request(slot, sampling_params)``, ``apply(logits, ctx)`` with rows mapped to
-        slots by ``ctx``."""
+        """Both interfaces (vLLM 0.31+; 0.33.0 ran it on V2). Model runner V1:
+        ``__init__(vllm_config, device, is_pin_memory)``, ``update_state(batch_update)``,
+        ``apply(logits)`` with rows = batch indices. Model runner V2:
+        ``__init__(vllm_config, req_states)``, ``add_request(slot, sampling_params)``,
+        ``apply(logits, ctx)`` with rows mapped to slots by ``ctx``."""
 
         def __init__(self, vllm_config: Any, *args: Any) -> None:
             self.masks = RequestMasks()
