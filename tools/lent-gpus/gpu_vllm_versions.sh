@@ -13,6 +13,9 @@
 #   part 50 (carry .gpu33/part50):
 #       cp .gpu33/part50/* /tmp/stash33/ && bash tools/lent-gpus/gpu_vllm_versions.sh install33
 #   later:  bash tools/lent-gpus/gpu_vllm_versions.sh collect    # what is done so far -> $OUT
+# Only one version's steps: skip install25 (but send the .gpu_new parts and run
+# `bash tools/lent-gpus/gpu_vllm_session.sh install` first: 0.33 borrows from /tmp/site and needs
+# /tmp/vdsite) and give STEPS33, e.g. STEPS33=lifetime bash ... install33.
 # install25 starts chain25 and install33 starts chain33, each detached (new_session.py) from a
 # copy of the checkout made at its install (/tmp/wt25, /tmp/wt33), so later calls carry nothing.
 # chain25: the gpu-small iteration on 0.25.1 (benchmarks/iteration_profile.py: params/gpu-small/
@@ -104,6 +107,7 @@ install33)
     echo "chain33 started (waits for chain25)"
     ;;
 chain25)
+    touch $V/chain25.started
     env_for 25 /tmp/wt25
     stamp "chain25: $(versions 2>&1 | tail -1)"
     iteration 0.25.1
@@ -111,19 +115,25 @@ chain25)
     touch $V/chain25.done
     ;;
 chain33)
-    while [ ! -f $V/chain25.done ]; do sleep 2; done
+    # STEPS33 (default: all of them, in this order) picks what runs, e.g. STEPS33=lifetime for
+    # the engine-lifetime test alone; it waits for chain25 only where chain25 started
+    while [ -f $V/chain25.started ] && [ ! -f $V/chain25.done ]; do sleep 2; done
     env_for 33 /tmp/wt33
     stamp "chain33: $(versions 2>&1 | tail -1)"
-    timed "vllm_gpu_tests_h200_vllm0.33.0" 420 python3 -m pytest -m gpu -p no:cacheprovider \
-        -o addopts="" -rA tests/test_vllm_gpu.py tests/test_vllm_backend.py
-    overhead 0.33.0
-    iteration 0.33.0
-    timed "engine_lifetime_gpu_tests_h200_vllm0.33.0" 420 python3 -m pytest -m gpu \
-        -p no:cacheprovider -o addopts="" -rA tests/test_engine_lifetime_gpu.py
-    if [ ! -f "$R/engine_throughput_h200_vllm0.25.1.json" ]; then
-        env_for 25 /tmp/wt25
-        overhead 0.25.1
-    fi
+    for step in ${STEPS33:-tests overhead iteration lifetime overhead25}; do
+        case $step in
+        tests) timed "vllm_gpu_tests_h200_vllm0.33.0" 420 python3 -m pytest -m gpu \
+                   -p no:cacheprovider -o addopts="" -rA tests/test_vllm_gpu.py tests/test_vllm_backend.py ;;
+        overhead) overhead 0.33.0 ;;
+        iteration) iteration 0.33.0 ;;
+        lifetime) timed "engine_lifetime_gpu_tests_h200_vllm0.33.0" 420 python3 -m pytest -m gpu \
+                      -p no:cacheprovider -o addopts="" -rA tests/test_engine_lifetime_gpu.py ;;
+        overhead25) if [ ! -f "$R/engine_throughput_h200_vllm0.25.1.json" ] && [ -d /tmp/wt25 ]; then
+                        (env_for 25 /tmp/wt25 && overhead 0.25.1)
+                    fi ;;
+        *) stamp "unknown step $step" ;;
+        esac
+    done
     touch $V/chain33.done
     ;;
 collect)
