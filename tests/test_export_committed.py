@@ -1,7 +1,8 @@
 """vdlib export on the committed gpu-small main-table runs (9 runs: baseline, VD85, VD75 x seeds
 0-2, 3 iterations of 1,024 questions each), read in place from the evidence archives
 ``docs/results/archives/gpu_small_main_*.zip``: the dataset read back with ``datasets`` equals
-every field of the archive's ``questions.jsonl.gz``, and the card holds the run's metrics."""
+every field of the archive's ``questions.jsonl.gz``, and the card holds the run's metrics.
+The committed exports of these runs (docs/results/curricula/): test_curricula_committed.py."""
 
 from __future__ import annotations
 
@@ -45,17 +46,17 @@ def test_the_main_table_has_its_nine_runs_in_the_archive():
     assert all(resolve(str(ROOT / p)).is_dir() for p in RUNS.values())
 
 
-@pytest.mark.parametrize("name", sorted(RUNS))
-def test_a_committed_run_exports_field_by_field(name, tmp_path):
+def check_against_archive(name: str, ds, meta: dict) -> None:
+    """``ds`` (the DatasetDict read back) and ``meta`` (its card's ``vdlib`` block), an export of
+    the main-table run ``name``, hold every field of the archive's ``questions.jsonl.gz`` and
+    each iteration's ``metrics.json``, for every iteration (tests/test_curricula_committed.py
+    checks the committed exports with it too)."""
     arm, _, seed = name.rpartition("-seed")
     cfg = load_params(yaml.safe_load(PARAMS.read_text()))
     size = cfg.curriculum.batch_size
     folder = resolve(str(ROOT / RUNS[name]))
-    done = export_run(ROOT / RUNS[name], tmp_path / name, arrow=False)
-    ds = load_curricula(done.folder, cache_dir=str(tmp_path / "cache"))
     assert list(ds) == ["iter_1", "iter_2", "iter_3"]
-    meta = read_card(done.folder)["vdlib"]
-    assert (meta["arm"], meta["seed"]) == (arm, int(seed))
+    assert (meta["run"], meta["arm"], meta["seed"]) == (name, arm, int(seed))
     for t in (1, 2, 3):
         it = folder / f"iter_{t}"
         with (it / "questions.jsonl.gz").open("rb") as raw, gzip.open(raw, "rt") as fh:
@@ -83,3 +84,10 @@ def test_a_committed_run_exports_field_by_field(name, tmp_path):
         assert len(filter_curriculum(records, s.tau_min, s.tau_max, s.solver_target)) == \
             metrics["curriculum_size"]
         assert meta["iteration_metrics"][f"iter_{t}"] == metrics
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_a_committed_run_exports_field_by_field(name, tmp_path):
+    done = export_run(ROOT / RUNS[name], tmp_path / name, arrow=False)
+    ds = load_curricula(done.folder, cache_dir=str(tmp_path / "cache"))
+    check_against_archive(name, ds, read_card(done.folder)["vdlib"])

@@ -11,7 +11,8 @@ read back for notebooks (docs/sharing.md).
 - :mod:`~vdlib.export.hub`: ``--push-to-hub``, guarded (token from ``HF_TOKEN``, refused
   offline);
 - :mod:`~vdlib.export.read_back`: :func:`load_curricula`, :func:`curricula_frame`,
-  :func:`read_card` for notebooks.
+  :func:`read_card` for notebooks; a folder of exports (the committed gpu-small main table,
+  :func:`committed_curricula`) summarised per arm and iteration.
 
 May import: method, utils, config, engines, metrics, evaluation, runs (what a run folder is:
 :mod:`vdlib.runs.run_state`), loop; beside :mod:`vdlib.grid`, it imports nothing of
@@ -20,11 +21,12 @@ it. :mod:`vdlib.app` (the command line) and the notebooks import it.
 
 from typing import Any
 
-__all__ = ["export_run", "load_curricula", "curricula_frame", "read_card", "ExportError"]
+_READ_BACK = ("load_curricula", "curricula_frame", "read_card", "committed_curricula",
+              "curricula_runs", "curricula_runs_frame", "curricula_summary", "example_questions")
+__all__ = ["export_run", *_READ_BACK, "ExportError"]
 
-_LAZY = {"export_run": "vdlib.export.export_run", "load_curricula": "vdlib.export.read_back",
-         "curricula_frame": "vdlib.export.read_back", "read_card": "vdlib.export.read_back",
-         "ExportError": "vdlib.export.run_folder"}
+_LAZY = {"export_run": "vdlib.export.export_run", "ExportError": "vdlib.export.run_folder",
+         **{name: "vdlib.export.read_back" for name in _READ_BACK}}
 
 
 def __getattr__(name: str) -> Any:
