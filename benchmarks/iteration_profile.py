@@ -137,7 +137,8 @@ def measure_throughput(cfg: Any, bench_dir: str, prof: Profile) -> dict[str, Any
     tokens = sum(len(c.token_ids) for o in outs for c in o.outputs)
     shutdown_llm(llm)
     prof.paused = False
-    return {"tokens": tokens, "seconds": round(seconds, 2), "tokens_per_s": round(tokens / seconds, 1),
+    return {"tokens": tokens, "seconds": round(seconds, 2),
+            "tokens_per_s": round(tokens / seconds, 1),
             "work": f"{len(ids)} GSM8K prompts x n = {s.num_solver_samples}, <= {s.max_new_tokens} "
                     f"new tokens, T = {s.temperature}, eager = {cfg.engine.enforce_eager}"}
 
@@ -206,7 +207,8 @@ def main(argv: list[str] | None = None) -> int:
         c = its.get(str(t), {})
         timing = json.loads((result.run_dir / f"iter_{t}" / "timing.json").read_text())
         wall = sum(float(v) for v in timing.values())
-        startup = c.get("engine_start_s", 0) + c.get("trainer_build_s", 0) + c.get("model_load_s", 0)
+        startup = (c.get("engine_start_s", 0) + c.get("trainer_build_s", 0)
+                   + c.get("model_load_s", 0))
         update = max(c.get("training_step_s", 0) - c.get("generate_and_score_s", 0), 0.0)
         floor = c.get("generated_tokens", 0) / throughput["tokens_per_s"] + update
         per_it.append({
@@ -244,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
         def later(r: dict) -> float:  # mean wall of the iterations after the first
             rest = [p["wall_s"] for p in r["per_iteration"][1:]] or [r["wall_s"]]
             return sum(rest) / len(rest)
-        data["stage_over_run_per_iteration_after_first"] = round(later(by["stage"]) / later(by["run"]), 2)
+        data["stage_over_run_per_iteration_after_first"] = round(
+            later(by["stage"]) / later(by["run"]), 2)
         data["stage_over_run_total"] = round(by["stage"]["wall_s"] / by["run"]["wall_s"], 2)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=1))
