@@ -8,7 +8,7 @@
 # One step per `device` call, each part in its own call (carry only that part folder; the
 # checkout plus one part must stay under 64 MiB: `bash tools/lent-gpus/gpu_parts.sh .gpu33` and
 # `... .gpu_new` re-split them as the tracked tree grows; on 2026-12-02 26 MiB parts, 18 + 51 of
-# them, fitted a 35 MB tree; the 44 MB tree after the committed curricula needs 17 MiB, 28 + 77):
+# them, fitted a 35 MB tree; the 41 MB tree after the committed curricula needs 21 MiB, 23 + 62):
 #   every part of .gpu_new but the last:  mkdir -p /tmp/stash && cp .gpu_new/partK/* /tmp/stash/
 #   its last part, the one with install.sh (carry it and .bench):
 #       cp .gpu_new/partN/* /tmp/stash/ && bash tools/lent-gpus/gpu_vllm_versions.sh install25
