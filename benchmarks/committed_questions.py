@@ -2,8 +2,8 @@
 
 Each experiment's merge script (``tools/lent-gpus/merge*.sh``) names the parts it merges; the
 question files of those parts' runs are below, read in place from the experiment's archive
-(``docs/results/archives/<experiment>.zip``, or for the main table the one of
-:data:`SESSION_ARCHIVES` that holds the session; :mod:`vdlib.utils.archive`). The baseline and VD75
+(``docs/results/archives/<experiment>.zip``, or the ``<experiment>_*.zip`` that holds the
+session: :func:`vdlib.utils.archive.session_member`). The baseline and VD75
 runs of the entropy, fail_neg, anneal and phase experiments are the main table's (shared, not
 rerun), so each run appears once, under the experiment that ran it. Superseded runs
 (``h100x4``, ``h200x4``, ``*_unfinished``, seeds 0 and 1 of ``h100x1``, ``h100x1_rerun``) are
@@ -24,19 +24,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from vdlib.utils.archive import Member  # noqa: E402
+from vdlib.utils.archive import Member, session_member  # noqa: E402
 
 ARCHIVES = ROOT / "docs/results/archives"
-#: experiment -> its session folders -> the archive that holds it, where the experiment's
-#: records are split over several archives (docs/results/archives/README.md)
-SESSION_ARCHIVES: dict[str, dict[str, str]] = {
-    "gpu_small_main": {"h100x1": "gpu_small_main_h100x1_h100x4.zip",
-                       "h200x1": "gpu_small_main_h200x1_h200x4.zip",
-                       "h200x2_2026-11-28": "gpu_small_main_h100x1_rerun_h200x2.zip"},
-}
-
-#: experiment -> run folders (members of docs/results/archives/<experiment>.zip, or of
-#: SESSION_ARCHIVES' archive for the session), as merged
+#: experiment -> run folders (members of docs/results/archives/<experiment>[_*].zip), as merged
 RUN_DIRS: dict[str, list[str]] = {
     # merge.sh: seed 0 rerun on 2 x H200 (2026-11-28), seed 1 on one H200, seed 2 on an H100
     "gpu_small_main": [f"{where}/{arm}-seed{s}"
@@ -76,9 +67,7 @@ def runs(experiments: list[str] | None = None) -> Iterator[tuple[str, str, int, 
         for d in dirs:
             m = _RUN.fullmatch(Path(d).name)
             assert m, d
-            archive = SESSION_ARCHIVES.get(experiment, {}).get(d.split("/")[0],
-                                                                f"{experiment}.zip")
-            path = Member(ARCHIVES / archive, d)
+            path = session_member(ARCHIVES, experiment, d)
             if not path.is_dir():
                 raise FileNotFoundError(f"{path}: a committed run folder is missing")
             arm = m["arm"]

@@ -50,15 +50,11 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from vdlib.utils.archive import Member  # noqa: E402
+from vdlib.utils.archive import Member, session_member  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
+#: the main table's raw run records (docs/results/archives/gpu_small_main_*.zip, read in place)
 ARCHIVES = ROOT / "docs" / "results" / "archives"
-#: the main table's raw run records (docs/results/archives/, read in place): session folder ->
-#: the archive that holds it
-GPU_SMALL_MAIN = {"h100x1": ARCHIVES / "gpu_small_main_h100x1_h100x4.zip",
-                  "h200x1": ARCHIVES / "gpu_small_main_h200x1_h200x4.zip",
-                  "h100x1_rerun": ARCHIVES / "gpu_small_main_h100x1_rerun_h200x2.zip"}
 TABLE = ROOT / "vdlib" / "data" / "cost_table.json"
 GPU_SMALL = "params/gpu-small/main_table.yaml"
 STAGES = ("proposer", "generate", "score", "curriculum", "solver", "metrics")
@@ -78,7 +74,7 @@ _EVAL_ENGINE = re.compile(r"^(\S+ \S+),\d+ INFO vdlib\.(?:engines\.)?vllm_backen
 
 def gpu_small(folder: str) -> Member:
     """A session folder of the main table's archives (``h100x1``, ``h200x1``, ...)."""
-    return Member(GPU_SMALL_MAIN[folder], folder)
+    return session_member(ARCHIVES, "gpu_small_main", folder)
 
 
 def rel(path: Path | Member) -> str:

@@ -10,7 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from vdlib.utils.archive import SUMS, Member, check_sums, resolve, sha256, write_archive, write_sums
+from vdlib.utils.archive import (
+    SUMS,
+    Member,
+    check_sums,
+    resolve,
+    session_member,
+    sha256,
+    write_archive,
+    write_sums,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 ARCHIVES = ROOT / "docs" / "results" / "archives"
@@ -91,6 +100,18 @@ def test_a_path_through_an_archive_reads_like_a_folder(tmp_path):
         "README.md", "run.log.gz", "run/iter_1/timing.json", "run/iter_2/timing.json"]
     assert [m.member for m in run.walk()] == ["run/iter_1/timing.json", "run/iter_2/timing.json"]
     assert resolve(tmp_path / "exp.zip" / "README.md") == root / "README.md"
+
+
+def test_a_session_is_found_in_whichever_of_its_experiments_archives_holds_it(tmp_path):
+    (tmp_path / "f.txt").write_text("x")
+    write_archive({"s1/a.txt": tmp_path / "f.txt"}, tmp_path / "exp.zip")
+    write_archive({"s2/r/b.txt": tmp_path / "f.txt"}, tmp_path / "exp_s2_s3.zip")
+    write_archive({"s3/c.txt": tmp_path / "f.txt"}, tmp_path / "other_s3.zip")
+    assert session_member(tmp_path, "exp", "s1/a.txt") == Member(tmp_path / "exp.zip", "s1/a.txt")
+    found = session_member(tmp_path, "exp", "s2/r")
+    assert found == Member(tmp_path / "exp_s2_s3.zip", "s2/r") and found.is_dir()
+    with pytest.raises(FileNotFoundError, match="holds s3/.*exp.zip, exp_s2_s3.zip"):
+        session_member(tmp_path, "exp", "s3/c.txt")  # another experiment's archive is not looked in
 
 
 def test_a_plain_path_stays_a_path():

@@ -25,7 +25,7 @@ from vdlib.app.plan import (
 )
 from vdlib.app.plan_table import DEFAULT_TABLE, load_table, resolve_shape
 from vdlib.config.experiment import load_params
-from vdlib.utils.archive import resolve
+from vdlib.utils.archive import session_member
 
 ROOT = Path(__file__).resolve().parent.parent
 GPU_SMALL = "params/gpu-small/main_table.yaml"
@@ -583,16 +583,10 @@ def test_every_figure_of_the_table_names_its_source():
         assert all(f["source"] for f in e["figures"])
 
 
-#: the gpu-small session folders checked below -> the archive that holds each
-MAIN_ARCHIVES = {"h100x1": "gpu_small_main_h100x1_h100x4.zip",
-                 "h200x1": "gpu_small_main_h200x1_h200x4.zip",
-                 "h100x1_rerun": "gpu_small_main_h100x1_rerun_h200x2.zip"}
-
-
 def _measured_mean(folder: str) -> float:
     """The mean seconds of a gpu-small folder's complete run-iterations, from timing.json."""
     walls = []
-    for path in resolve(ROOT / "docs/results/archives" / MAIN_ARCHIVES[folder] / folder).glob(
+    for path in session_member(ROOT / "docs/results/archives", "gpu_small_main", folder).glob(
             "*/iter_*/timing.json"):
         timing = json.loads(path.read_text())
         if {"proposer", "generate", "score", "curriculum", "solver", "metrics"} <= set(timing):

@@ -2,7 +2,9 @@
 
 The raw per-run records behind ``docs/results/*.json`` (run folders' ``timing.json``,
 ``metrics.json``, ``questions.jsonl.gz``, the run logs, each part's export) are committed as
-one zip per experiment under ``docs/results/archives/``, listed with their SHA-256 in
+zips under ``docs/results/archives/``: ``<experiment>.zip``, or ``<experiment>_<sessions>.zip``
+where an experiment's sessions are split to keep each file under 5 MB (:func:`session_member`
+finds the one holding a session), listed with their SHA-256 in
 ``docs/results/archives/SHA256SUMS``. A path may run *through* an archive:
 ``docs/results/archives/gpu_small_main_h100x1_h100x4.zip/h100x1/export.json`` names the member
 ``h100x1/export.json`` of that zip. :func:`resolve` turns such a string into a read-only
@@ -29,8 +31,8 @@ from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
-__all__ = ["SUFFIX", "SUMS", "Member", "resolve", "write_archive", "sha256", "write_sums",
-           "check_sums"]
+__all__ = ["SUFFIX", "SUMS", "Member", "resolve", "session_member", "write_archive", "sha256",
+           "write_sums", "check_sums"]
 
 SUFFIX = ".zip"
 SUMS = "SHA256SUMS"
@@ -164,6 +166,20 @@ def resolve(path: str | Path) -> Path | Member:
         if part.endswith(SUFFIX) and Path(*p.parts[:i + 1]).is_file():
             return Member(Path(*p.parts[:i + 1]), "/".join(p.parts[i + 1:]))
     return p
+
+
+def session_member(folder: str | Path, experiment: str, path: str) -> Member:
+    """Member ``path`` (``<session>/...``) of the archive of ``experiment`` in ``folder`` that
+    holds its session folder: ``<experiment>.zip`` or one of ``<experiment>_*.zip``; a
+    FileNotFoundError naming the archives looked in where none does."""
+    session = path.split("/", 1)[0]
+    candidates = sorted(Path(folder).glob(f"{experiment}_*{SUFFIX}"))
+    candidates.insert(0, Path(folder) / f"{experiment}{SUFFIX}")
+    for archive in candidates:
+        if archive.is_file() and Member(archive, session).is_dir():
+            return Member(archive, path)
+    raise FileNotFoundError(f"no archive of {experiment} in {folder} holds {session}/ (looked "
+                            f"in {', '.join(a.name for a in candidates if a.is_file()) or 'none'})")
 
 
 def write_archive(files: Mapping[str, Path | bytes], dest: Path) -> str:
