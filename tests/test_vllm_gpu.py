@@ -264,9 +264,7 @@ def test_trl_colocated_rollouts_are_masked_and_use_the_current_weights(tiny_dir,
     class Checked(MaskedGRPOTrainer):
         def _generate_single_turn(self, *a, **kw):
             out = super()._generate_single_turn(*a, **kw)  # syncs weights first, then samples
-            runner = self.vllm_generation.llm.llm_engine.model_executor.driver_worker
-            vmodel = getattr(runner, "model_runner", None) or runner.worker.model_runner
-            emb = vmodel.model.model.embed_tokens.weight
+            emb = _runner(self.vllm_generation.llm).model.model.embed_tokens.weight
             pol = self.accelerator.unwrap_model(self.model).model.embed_tokens.weight
             n = pol.shape[0]
             # vLLM holds the weights in its own dtype (bf16 for a float32 checkpoint under
