@@ -62,6 +62,9 @@ detach() {  # step $1 of this script in a new process session, its log in $V/$1.
         < /dev/null &
     sleep 1
 }
+wt25() {  # 0.25.1's copy of the checkout: install25's, else install33's (the same commit)
+    if [ -d /tmp/wt25 ]; then echo /tmp/wt25; else echo /tmp/wt33; fi
+}
 stamp() { echo "$(date +%T) $*" | tee -a "$R/steps.txt"; }
 timed() {  # timed NAME SECONDS CMD...: run, log to $R/NAME.log, record the rc and seconds
     local name=$1 limit=$2 t0=$(date +%s)
@@ -119,7 +122,9 @@ chain25)
     ;;
 chain33)
     # STEPS33 (default: all of them, in this order) picks what runs, e.g. STEPS33=lifetime for
-    # the engine-lifetime test alone; it waits for chain25 only where chain25 started
+    # the engine-lifetime test alone; it waits for chain25 only where chain25 started. Two steps
+    # run 0.25.1 (never beside a 0.33 step): overhead25 (its mask overhead, unless chain25
+    # measured it) and tests25 (its GPU tests; not in the default list)
     while [ -f $V/chain25.started ] && [ ! -f $V/chain25.done ]; do sleep 2; done
     env_for 33 /tmp/wt33
     stamp "chain33: $(versions 2>&1 | tail -1)"
@@ -131,9 +136,12 @@ chain33)
         iteration) iteration 0.33.0 ;;
         lifetime) timed "engine_lifetime_gpu_tests_h200_vllm0.33.0" 420 python3 -m pytest -m gpu \
                       -p no:cacheprovider -o addopts="" -rA tests/test_engine_lifetime_gpu.py ;;
-        overhead25) if [ ! -f "$R/engine_throughput_h200_vllm0.25.1.json" ] && [ -d /tmp/wt25 ]; then
-                        (env_for 25 /tmp/wt25 && overhead 0.25.1)
+        overhead25) if [ ! -f "$R/engine_throughput_h200_vllm0.25.1.json" ]; then
+                        (env_for 25 "$(wt25)" && overhead 0.25.1)
                     fi ;;
+        tests25) (env_for 25 "$(wt25)" && stamp "tests25: $(versions 2>&1 | tail -1)" &&
+                  timed "vllm_gpu_tests_h200_vllm0.25.1" 420 python3 -m pytest -m gpu \
+                      -p no:cacheprovider -o addopts="" -rA tests/test_vllm_gpu.py tests/test_vllm_backend.py) ;;
         *) stamp "unknown step $step" ;;
         esac
     done
