@@ -18,9 +18,10 @@ tokens/s = generated tokens (sum of ``len(Sample.token_ids)``) / wall seconds of
 generate calls (``torch.cuda.synchronize`` around them), after an untimed warm-up per engine;
 ratio = vLLM / HF. HF runs first; its model is freed, then ``build_llm`` starts vLLM (0.85 of
 GPU memory, ``max_model_len`` = ``--context``). Mask overhead in vLLM: ``--overhead-repeats``
-pairs of masked / unmasked calls (128 proposer prompts x 512 new tokens, order AB, BA, ...); per
-pair the ratio of seconds per generated token; ``vllm_mask_overhead`` = median - 1, reported on
-``proposer_generation`` (scoring and evaluation are unmasked in the paper).
+pairs of masked / unmasked calls (128 proposer prompts x 512 new tokens, order AB, BA, ...),
+after one untimed call of each arm at that shape; per pair the ratio of seconds per generated
+token; ``vllm_mask_overhead`` = median - 1, reported on ``proposer_generation`` (scoring and
+evaluation are unmasked in the paper), with the paired t on the log ratios (t, df, p).
 
 Model ``qwen3-0.6b-shape`` (default): Qwen3-0.6B's architecture, random weights, SmolLM2's
 tokenizer (nothing else offline): a folder under ``--work-dir`` with a hand-written Qwen3
@@ -38,6 +39,7 @@ import argparse
 import gc
 import json
 import logging
+import math
 import os
 import re
 import shutil
@@ -259,8 +261,15 @@ def hf_phase(args: argparse.Namespace, path: str) -> tuple[dict[str, Any], Any, 
 
 def mask_overhead(engine: Any, tok: Any, vd: Any, args: argparse.Namespace) -> dict[str, Any]:
     """Alternating masked / unmasked vLLM calls of one shape; per-pair per-token time ratios."""
+    from vdlib.utils.stats import compare_seeds
+
     prompts = prompt_texts("proposer_generation", tok, args.overhead_prompts)
     per_token: dict[str, list[float]] = {"unmasked": [], "masked": []}
+    for arm in ("unmasked", "masked"):  # untimed, one call per arm at the pairs' own shape
+        engine.generate(prompts, n=1, temperature=1.0, top_p=0.99,
+                        max_new_tokens=args.overhead_tokens, seed=args.seed + 999,
+                        **mask_kw(vd if arm == "masked" else None, args.seed, 2,
+                                 args.overhead_repeats))
     for r in range(args.overhead_repeats):
         for arm in (("unmasked", "masked") if r % 2 == 0 else ("masked", "unmasked")):
             mask = mask_kw(vd if arm == "masked" else None, args.seed, 2, r)
@@ -271,9 +280,12 @@ def mask_overhead(engine: Any, tok: Any, vd: Any, args: argparse.Namespace) -> d
             per_token[arm].append(seconds / tokens)
             logger.info("mask overhead pair %d %s: %d tokens in %.2f s", r, arm, tokens, seconds)
     ratios = [m / u for m, u in zip(per_token["masked"], per_token["unmasked"], strict=True)]
+    test = compare_seeds(dict(enumerate(map(math.log, per_token["unmasked"]))),
+                         dict(enumerate(map(math.log, per_token["masked"]))), permutation=False)
     return {"prompts": args.overhead_prompts, "max_new_tokens": args.overhead_tokens,
             "pairs": args.overhead_repeats, "per_repeat_ratios": [round(x, 4) for x in ratios],
             "overhead": statistics.median(ratios) - 1,
+            "log_ratio_paired_t": {"t": test.paired_t, "df": test.paired_df, "p": test.paired_p},
             "us_per_token": {k: [round(1e6 * x, 3) for x in v] for k, v in per_token.items()}}
 
 
