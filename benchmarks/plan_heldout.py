@@ -132,18 +132,23 @@ def checks() -> list[dict[str, Any]]:
             ("h100x1_rerun", lambda r: True, "another H100's runs (part 5), iterations 1-2")):
         m = held_out(folder, keep)
         out.append({"check": "iterations", "fit": fit["id"] + ": h100x1 iterations 1-2",
-                    "held_out": f"gpu_small/{folder}: {what} ({m['run_iterations']} "
+                    "held_out": f"{session(folder)}: {what} ({m['run_iterations']} "
                                 "run-iterations)",
                     "stages": compare(predict(fit, ct.GPU_SMALL, "h100", 3,
                                               m["first_share"]), m["stages_s"])})
     fit = fitted_entry("h200x1", "h200", lambda r: r["iteration"] <= 2)
     m = held_out("h200x1", lambda r: r["iteration"] == 3)
     out.append({"check": "iterations", "fit": fit["id"] + ": h200x1 iterations 1-2",
-                "held_out": f"gpu_small/h200x1: iteration 3 of the same runs "
+                "held_out": f"{session('h200x1')}: iteration 3 of the same runs "
                             f"({m['run_iterations']} run-iterations)",
                 "stages": compare(predict(fit, ct.GPU_SMALL, "h200", 3, m["first_share"]),
                                   m["stages_s"])})
     return out
+
+
+def session(folder: str) -> str:
+    """Where a session of the main table lies: ``h200x1/ of gpu_small_main_h200x1_h200x4.zip``."""
+    return f"{folder}/ of {ct.gpu_small(folder).archive.name}"
 
 
 def build() -> dict[str, Any]:
