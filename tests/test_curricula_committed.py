@@ -14,10 +14,12 @@ import pytest
 import yaml
 from test_export_committed import ALPHA, ROOT, RUNS, check_against_archive
 
+from vdlib.config.experiment import ConfigError, load_params, to_dict
 from vdlib.export.export_run import export_run
 from vdlib.export.read_back import (
     COMMITTED_CURRICULA,
     committed_curricula,
+    curricula_folder,
     curricula_runs,
     curricula_runs_frame,
     curricula_summary,
@@ -25,6 +27,8 @@ from vdlib.export.read_back import (
     load_curricula,
     read_card,
 )
+from vdlib.export.run_folder import ExportError
+from vdlib.runs.fingerprint import config_fingerprint
 
 FOLDER = ROOT / COMMITTED_CURRICULA
 NAMES = sorted(f"{a}-seed{s}" for a in ALPHA for s in (0, 1, 2))
@@ -99,3 +103,24 @@ def test_the_summary_matches_each_runs_metrics(tmp_path):
     examples = example_questions(frame, seed=0, n=2)
     assert list(examples["arm"]) == ["baseline", "baseline", "vd85", "vd85", "vd75", "vd75"]
     assert set(examples["iteration"]) == {3} and examples["question"].notna().all()
+
+
+def test_curricula_dir_picks_the_folder_notebook_01_shows(tmp_path):
+    """The config key ``curricula_dir`` (a papermill parameter of notebook 01): ``committed``
+    is this folder, ``''`` skips, a folder of exports is itself; a folder that does not exist
+    fails in load_params naming the key and the allowed values, one without exports where it
+    is read; the key is not fingerprinted (it cannot change what a run writes)."""
+    assert curricula_folder("committed") == FOLDER
+    assert curricula_folder("committed", root=tmp_path) is None  # vdlib without the repository
+    assert curricula_folder("") is None
+    assert curricula_folder(FOLDER) == FOLDER
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ExportError, match=r"curricula_dir = '.*empty': .* holds no export"):
+        curricula_folder(tmp_path / "empty")
+    with pytest.raises(ConfigError, match=r"curricula_dir = '.*missing' is not a folder; "
+                                          r"allowed values: committed .*, '' .* or a folder"):
+        load_params({"profile": "tiny", "curricula_dir": str(tmp_path / "missing")})
+    cfgs = [load_params({"profile": "tiny", "curricula_dir": v})
+            for v in ("committed", "", str(FOLDER))]
+    assert [c.curricula_dir for c in cfgs] == ["committed", "", str(FOLDER)]
+    assert len({config_fingerprint(to_dict(c)) for c in cfgs}) == 1

@@ -275,7 +275,8 @@ EXPECTED = {  # notebook -> (experiment folder of the tiny params, files its rep
                                       "vocab_util.md", "question_profile.png",
                                       "correctness.md", "ood_table.md", "benchmarks.csv",
                                       "embedding_diversity.png", "embedding_diversity.pdf",
-                                      "embedding_diversity.csv", "settings.md"]),
+                                      "embedding_diversity.csv", "settings.md",
+                                      "curricula.csv"]),  # curricula_dir: committed
     "02_phase_ablation": ("coevolution", ["phase_ablation.png", "cumulative_vendi.png",
                                           "question_diversity.md", "phase_table.md",
                                           "correctness.md"]),

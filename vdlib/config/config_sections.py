@@ -465,6 +465,12 @@ class ExperimentConfig:
     reference_experiments: list[str] = param([], "Experiment folders (under output_dir) whose "
                                              "runs a notebook shows beside its own, e.g. the "
                                              "symmetric runs of 01 in 06.")
+    curricula_dir: str = param("committed", "The folder of `vdlib export` outputs "
+                               "(<run>/README.md, <run>/data/) whose curricula notebook 01 shows "
+                               "per arm and iteration: committed = the repository's gpu-small "
+                               "main-table exports (docs/results/curricula/gpu_small_main; the "
+                               "section is skipped where vdlib runs without the repository), "
+                               "'' = skip the section, else a folder that exists.")
 
     @property
     def solver_model(self) -> str:

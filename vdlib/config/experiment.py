@@ -352,6 +352,7 @@ def _validate_cross(cfg: ExperimentConfig) -> None:
     for i, name in enumerate(cfg.reference_experiments):
         check_name(f"reference_experiments[{i}]", name)
     _check_output_dir(cfg.output_dir)
+    _check_curricula_dir(cfg.curricula_dir)
     if cfg.tracking != "none":
         from vdlib.utils.tracking import check_tracker
 
@@ -395,6 +396,16 @@ def _check_output_dir(value: str) -> None:
                 else f"the control character {bad!r}")
         raise ConfigError(f"output_dir = {shown(value)} holds {what}; allowed: a folder path "
                           "of UTF-8 text without control characters")
+
+
+def _check_curricula_dir(value: str) -> None:
+    """``curricula_dir``: ``committed``, ``''`` or a folder that exists (relative paths from the
+    working directory, as ``output_dir``)."""
+    if value in ("committed", "") or Path(value).is_dir():
+        return
+    raise ConfigError(f"curricula_dir = {shown(value)} is not a folder; allowed values: "
+                      "committed (the repository's gpu-small exports), '' (skip the section) "
+                      "or a folder of `vdlib export` outputs")
 
 
 #: the longest model reference accepted (PATH_MAX on Linux)

@@ -22,7 +22,8 @@ it. :mod:`vdlib.app` (the command line) and the notebooks import it.
 from typing import Any
 
 _READ_BACK = ("load_curricula", "curricula_frame", "read_card", "committed_curricula",
-              "curricula_runs", "curricula_runs_frame", "curricula_summary", "example_questions")
+              "curricula_folder", "curricula_runs", "curricula_runs_frame", "curricula_summary",
+              "example_questions")
 __all__ = ["export_run", *_READ_BACK, "ExportError"]
 
 _LAZY = {"export_run": "vdlib.export.export_run", "ExportError": "vdlib.export.run_folder",

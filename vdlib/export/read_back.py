@@ -10,7 +10,8 @@ downloaded from the Hub reads the same as one ``vdlib export`` wrote here.
 A folder of exports, one ``<arm>-seed<seed>/`` each (the committed gpu-small main table:
 :data:`COMMITTED_CURRICULA`), reads as one frame (:func:`curricula_runs_frame`), summarised per
 arm and iteration (:func:`curricula_summary`) with a few questions beside
-(:func:`example_questions`); notebook 01 shows them.
+(:func:`example_questions`); notebook 01 shows the folder its ``curricula_dir`` names
+(:func:`curricula_folder`).
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from vdlib.export.curricula import PARQUET_DIR, features
 from vdlib.export.run_folder import ExportError
 
 __all__ = ["load_curricula", "curricula_frame", "read_card", "CARD_FILE", "COMMITTED_CURRICULA",
-           "committed_curricula", "curricula_runs", "curricula_runs_frame", "curricula_summary",
-           "example_questions"]
+           "committed_curricula", "curricula_folder", "curricula_runs", "curricula_runs_frame",
+           "curricula_summary", "example_questions"]
 
 CARD_FILE = "README.md"
 #: the committed exports of the gpu-small main table (9 runs), relative to the repository root
@@ -94,6 +95,29 @@ def committed_curricula(root: str | os.PathLike | None = None) -> Path | None:
     """
     folder = Path(_REPO_ROOT if root is None else root) / COMMITTED_CURRICULA
     return folder if folder.is_dir() else None
+
+
+def curricula_folder(value: str | os.PathLike, root: str | os.PathLike | None = None
+                     ) -> Path | None:
+    """The folder of exports that the config key ``curricula_dir`` names: ``"committed"`` ->
+    :func:`committed_curricula` (None without the repository), ``""`` -> None (skip), else the
+    folder itself, which must hold at least one export (:func:`curricula_runs`, an
+    :class:`ExportError` naming the key otherwise).
+
+    >>> curricula_folder("") is None
+    True
+    >>> curricula_folder("committed", root="/nonexistent") is None
+    True
+    """
+    if str(value) == "committed":
+        return committed_curricula(root)
+    if str(value) == "":
+        return None
+    try:
+        curricula_runs(value)
+    except ExportError as e:
+        raise ExportError(f"curricula_dir = {str(value)!r}: {e}") from None
+    return Path(value)
 
 
 def curricula_runs(folder: str | os.PathLike) -> dict[str, Path]:

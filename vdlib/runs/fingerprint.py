@@ -21,6 +21,7 @@ NOT_FINGERPRINTED: dict[str, str] = {
     "seeds": "the grid's seed list (the run's own seed is fingerprinted)",
     "arms": "the grid's arm list (an arm's settings are merged into the fingerprinted keys)",
     "reference_experiments": "other experiments a notebook reads",
+    "curricula_dir": "the exports a notebook shows",
     "model.cache_dir": "where checkpoints are cached",
     "model.transfer": "read by the transfer experiment only",
     "model.instruct": "read by evaluation only",
