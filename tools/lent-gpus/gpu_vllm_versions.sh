@@ -16,6 +16,9 @@
 #   its last part (carry it):
 #       cp .gpu33/partN/* /tmp/stash33/ && bash tools/lent-gpus/gpu_vllm_versions.sh install33
 #   later:  bash tools/lent-gpus/gpu_vllm_versions.sh collect    # what is done so far -> $OUT
+# Keep the calls back to back, the waits too (a blocking loop on steps.txt that copies
+# $R into $OUT): the machine goes back ~30 s after a call ends, /tmp with it (2026-12-03: one
+# local step between two calls lost a warm hold with both sets installed).
 # Only one version's steps: skip install25 (but send the .gpu_new parts and run
 # `bash tools/lent-gpus/gpu_vllm_session.sh install` first: 0.33 borrows from /tmp/site and needs
 # /tmp/vdsite) and give STEPS33, e.g. STEPS33=lifetime bash ... install33.
