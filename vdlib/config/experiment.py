@@ -36,7 +36,6 @@ import os
 import re
 import types
 import typing
-import unicodedata
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
@@ -75,6 +74,7 @@ from vdlib.config.config_yaml import (
     read_yaml_file,
     shown,
 )
+from vdlib.config.folder_keys import check_curricula_dir, check_output_dir
 from vdlib.config.model_names import model_names
 from vdlib.config.names import check_name
 
@@ -351,8 +351,8 @@ def _validate_cross(cfg: ExperimentConfig) -> None:
         check_name("run_id", cfg.run_id)
     for i, name in enumerate(cfg.reference_experiments):
         check_name(f"reference_experiments[{i}]", name)
-    _check_output_dir(cfg.output_dir)
-    _check_curricula_dir(cfg.curricula_dir)
+    check_output_dir(cfg.output_dir)
+    check_curricula_dir(cfg.curricula_dir)
     if cfg.tracking != "none":
         from vdlib.utils.tracking import check_tracker
 
@@ -383,29 +383,6 @@ def _validate_adaptive(cfg: ExperimentConfig) -> None:
         raise ConfigError("vocab_dropout.adaptive.diversity_signal = 'cumulative_vendi' needs "
                           "an embedder, but metrics.embedder = 'none'; allowed values: "
                           "self_bleu, or set metrics.embedder")
-
-
-def _check_output_dir(value: str) -> None:
-    """``output_dir`` is a path: not empty, UTF-8 text (a command line's undecodable bytes
-    arrive as lone surrogates, which no file can record), no control character."""
-    if not value:
-        raise ConfigError("output_dir = '' is empty; allowed: a folder path (e.g. outputs)")
-    bad = next((c for c in value if unicodedata.category(c) in ("Cc", "Cs")), None)
-    if bad is not None:
-        what = ("a byte that is not UTF-8" if unicodedata.category(bad) == "Cs"
-                else f"the control character {bad!r}")
-        raise ConfigError(f"output_dir = {shown(value)} holds {what}; allowed: a folder path "
-                          "of UTF-8 text without control characters")
-
-
-def _check_curricula_dir(value: str) -> None:
-    """``curricula_dir``: ``committed``, ``''`` or a folder that exists (relative paths from the
-    working directory, as ``output_dir``)."""
-    if value in ("committed", "") or Path(value).is_dir():
-        return
-    raise ConfigError(f"curricula_dir = {shown(value)} is not a folder; allowed values: "
-                      "committed (the repository's gpu-small exports), '' (skip the section) "
-                      "or a folder of `vdlib export` outputs")
 
 
 #: the longest model reference accepted (PATH_MAX on Linux)
