@@ -26,6 +26,7 @@ from vdlib.config.config_adaptive import AdaptiveScheduleConfig
 from vdlib.config.config_evaluation import KNOWN_BENCHMARKS, EvaluationConfig, VerificationConfig
 from vdlib.config.config_fields import PAPER, RZERO, SETUP, VDLIB, param
 from vdlib.config.config_runtime import TRACKER_NAMES, EngineConfig, LauncherConfig
+from vdlib.config.folder_keys import COMMITTED_CURRICULA_DIR
 
 __all__ = [
     "ModelConfig",
@@ -465,7 +466,7 @@ class ExperimentConfig:
     reference_experiments: list[str] = param([], "Experiment folders (under output_dir) whose "
                                              "runs a notebook shows beside its own, e.g. the "
                                              "symmetric runs of 01 in 06.")
-    curricula_dir: str = param("committed", "The folder of `vdlib export` outputs "
+    curricula_dir: str = param(COMMITTED_CURRICULA_DIR, "The folder of `vdlib export` outputs "
                                "(<run>/README.md, <run>/data/) whose curricula notebook 01 shows "
                                "per arm and iteration: committed = the repository's gpu-small "
                                "main-table exports (docs/results/curricula/gpu_small_main; the "

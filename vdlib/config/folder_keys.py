@@ -17,7 +17,10 @@ from pathlib import Path
 
 from vdlib.config.config_yaml import ConfigError, shown
 
-__all__ = ["check_output_dir", "check_curricula_dir"]
+__all__ = ["check_output_dir", "check_curricula_dir", "COMMITTED_CURRICULA_DIR"]
+
+#: the value of ``curricula_dir`` that names the repository's committed gpu-small exports
+COMMITTED_CURRICULA_DIR = "committed"
 
 
 def check_output_dir(value: str) -> None:
@@ -37,7 +40,7 @@ def check_curricula_dir(value: str) -> None:
     """``curricula_dir``: ``committed``, ``''`` or a folder that exists (a relative path from
     the working directory, as ``output_dir``); whether it holds exports is checked where it is
     read (:func:`vdlib.export.read_back.curricula_folder`)."""
-    if value in ("committed", "") or Path(value).is_dir():
+    if value in (COMMITTED_CURRICULA_DIR, "") or Path(value).is_dir():
         return
     raise ConfigError(f"curricula_dir = {shown(value)} is not a folder; allowed values: "
                       "committed (the repository's gpu-small exports), '' (skip the section) "

@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from vdlib.config.folder_keys import COMMITTED_CURRICULA_DIR
 from vdlib.export.cards import front_matter
 from vdlib.export.curricula import PARQUET_DIR, features
 from vdlib.export.run_folder import ExportError
@@ -109,7 +110,7 @@ def curricula_folder(value: str | os.PathLike, root: str | os.PathLike | None = 
     >>> curricula_folder("committed", root="/nonexistent") is None
     True
     """
-    if str(value) == "committed":
+    if str(value) == COMMITTED_CURRICULA_DIR:
         return committed_curricula(root)
     if str(value) == "":
         return None
